@@ -1,0 +1,103 @@
+/*
+ * cache.h: the compiled-kernel cache: in-process memory, read-only layers,
+ * and the user's cache directory.
+ *
+ * One file per entry, named by its key (<dir>/v<FORMAT>/<32 hex>.kdt):
+ * a fixed header (magic, format version, key, payload kind, the preimage's
+ * and the payload's sizes, XXH3-64 checksums), the preimage text, then the
+ * payload (cubin or PTX).  Every load verifies all of it; anything wrong is
+ * a logged miss (the caller recompiles and replaces the entry).  Entries are
+ * published by temp file + fsync + rename, so no reader ever sees a partial
+ * one.  Directories are created 0700.
+ *
+ * Where: $KDTREE_CACHE_DIR, else $XDG_CACHE_HOME/kdtree-jit, else
+ * $HOME/.cache/kdtree-jit.  KDTREE_CACHE=off|readonly|readwrite (default
+ * readwrite).  Read-only layers, searched first: $KDTREE_CACHE_PATH
+ * (colon-separated), then the installed prebuilt layer.  Environment
+ * variables are read on each lookup (the miss path only), so tests may
+ * change them between calls.
+ */
+#ifndef KDT_CACHE_H
+#define KDT_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "key.h"
+
+enum kdt_payload_kind {
+    KDT_PAYLOAD_CUBIN = 1,
+    KDT_PAYLOAD_PTX = 2
+};
+
+/* A compiled kernel: a malloc'ed payload. */
+typedef struct kdt_blob {
+    void *data;
+    size_t size;
+    int kind; /* enum kdt_payload_kind */
+} kdt_blob;
+
+void kdt_blob_free(kdt_blob *b);
+
+/* Entry format version: part of every key and of the directory name.
+ * Bump it when the entry layout or the preimage's fields change. */
+#define KDT_CACHE_FORMAT 1
+
+/* Where a lookup was served from. */
+enum kdt_cache_source {
+    KDT_FROM_NONE = 0,
+    KDT_FROM_MEMORY = 1,
+    KDT_FROM_LAYER = 2, /* a read-only layer */
+    KDT_FROM_USER = 3   /* the user's cache directory */
+};
+
+/* Looks `key` up in memory, then each layer, then the user's directory.
+ * `preimage` is the text the key was made from: an entry must carry the
+ * same.  Returns 1 with *out filled (caller frees) and *from set, 0 on a
+ * miss (each rejected entry logged with its reason), or a negative status
+ * (only KDTREE_ERROR_OUT_OF_MEMORY). */
+int kdt_cache_lookup(const kdt_key *key, const char *preimage,
+                     size_t preimage_len, kdt_blob *out, int *from);
+
+/* Keeps the blob in process memory and publishes it to the user's cache
+ * directory (unless KDTREE_CACHE is off or readonly).  A directory that
+ * cannot be written, or a full disk, warns once per process and carries on
+ * in memory: that is not an error.  Returns 0 or
+ * KDTREE_ERROR_OUT_OF_MEMORY. */
+int kdt_cache_store(const kdt_key *key, const char *preimage,
+                    size_t preimage_len, const kdt_blob *blob);
+
+/* Forgets the in-process entries (tests, and the bench between phases). */
+void kdt_cache_memory_clear(void);
+
+/* ---- entry codec (pure functions; the fuzz target drives decode) ------ */
+
+/* Serialises one entry into a malloc'ed buffer. */
+int kdt_entry_encode(const kdt_key *key, const char *preimage,
+                     size_t preimage_len, const kdt_blob *blob, void **out,
+                     size_t *out_size);
+
+/* A decoded entry: pointers into the buffer given to kdt_entry_decode. */
+typedef struct kdt_entry_view {
+    kdt_key key;
+    int kind;
+    const char *preimage;
+    size_t preimage_len;
+    const void *payload;
+    size_t payload_size;
+} kdt_entry_view;
+
+/* Verifies and decodes `buf`: magic, format, sizes against `size`, both
+ * checksums, the payload kind, and that the preimage hashes to the stored
+ * key.  When `expect` is not NULL the stored key must equal it.  Returns 0,
+ * or -1 with a short reason in `why` ("bad magic", "payload checksum
+ * mismatch", ...). */
+int kdt_entry_decode(const void *buf, size_t size, const kdt_key *expect,
+                     kdt_entry_view *out, char *why, size_t why_size);
+
+/* The user's cache directory as configured now, or NULL when KDTREE_CACHE
+ * is off or no directory can be named ($HOME unset).  The string is
+ * malloc'ed; free it. */
+char *kdt_cache_user_dir(void);
+
+#endif /* KDT_CACHE_H */

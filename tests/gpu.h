@@ -1,0 +1,34 @@
+/*
+ * gpu.h: what the GPU test suites share: finding a device (or exiting 77,
+ * Automake's "skipped"), device buffers, and poisoning outputs so that an
+ * element the kernel forgot to write is caught.
+ *
+ * CUDA is not fork-safe, so GPU suites run their Check cases in the test
+ * process itself (CK_NOFORK) and initialise CUDA only there.
+ */
+#ifndef KDT_TESTS_GPU_H
+#define KDT_TESTS_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kdtree.h"
+
+/* The runtime of device 0, created once; exits 77 (skip) when there is no
+ * driver or no device, so call it first in main(). */
+kdtree_runtime *gpu_runtime(void);
+/* Exits the process with a message when a driver call fails. */
+void gpu_check_cu(int cu_result, const char *what);
+
+/* cuMemAlloc of `size` bytes (at least 1), filled with 0xA5 bytes (a
+ * poison no kernel writes by accident: as f32 it is -2.9e-16, as i32
+ * -1515870811). */
+uint64_t gpu_alloc(size_t size);
+uint64_t gpu_upload(const void *host, size_t size);
+void gpu_download(void *host, uint64_t dev, size_t size);
+void gpu_free(uint64_t dev);
+void gpu_sync(void);
+/* A fresh non-default stream, for the tests that pass one. */
+void *gpu_stream(void);
+
+#endif /* KDT_TESTS_GPU_H */
