@@ -67,6 +67,17 @@ int kdt_cache_lookup(const kdt_key *key, const char *preimage,
 int kdt_cache_store(const kdt_key *key, const char *preimage,
                     size_t preimage_len, const kdt_blob *blob);
 
+/* One compile per key across the processes of a node: the miss path takes
+ * this advisory lock (a file in a node-local directory: $XDG_RUNTIME_DIR or
+ * /dev/shm, never the cache directory, which may be on a network file
+ * system), looks the key up again, and only then compiles and publishes.
+ * Waits for a holder at most $KDTREE_CACHE_LOCK_TIMEOUT seconds (default
+ * 120), then returns NULL and the caller compiles anyway; NULL too when no
+ * lock can be taken at all (logged).  A lock dies with its process. */
+typedef struct kdt_cache_lock kdt_cache_lock;
+kdt_cache_lock *kdt_cache_lock_acquire(const kdt_key *key);
+void kdt_cache_lock_release(kdt_cache_lock *lock);
+
 /* Forgets the in-process entries (tests, and the bench between phases). */
 void kdt_cache_memory_clear(void);
 
