@@ -27,7 +27,12 @@
 
 enum kdt_payload_kind {
     KDT_PAYLOAD_CUBIN = 1,
-    KDT_PAYLOAD_PTX = 2
+    KDT_PAYLOAD_PTX = 2,
+    /* An alias entry: its preimage is a kernel's preimage without the
+     * NVRTC field, its payload the NVRTC version text of the newest entry
+     * compiled for it.  It lets a process without NVRTC find the entry
+     * whose full key it cannot compute (src/kernels.c). */
+    KDT_PAYLOAD_ALIAS = 3
 };
 
 /* A compiled kernel: a malloc'ed payload. */

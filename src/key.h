@@ -44,7 +44,7 @@ void kdt_key_hex(const kdt_key *k, char out[33]);
 int kdt_key_equal(const kdt_key *a, const kdt_key *b);
 
 /* Walks the records of a preimage: on each call sets *label (not
- * NUL-terminated, *label_len bytes) and *value/*value_len, and returns 1;
+ * NUL-terminated, *label_len bytes) and *value and *value_len, and returns 1;
  * returns 0 at the end and -1 on malformed text.  *pos starts at 0. */
 int kdt_preimage_next(const char *text, size_t len, size_t *pos,
                       const char **label, size_t *label_len,

@@ -39,6 +39,8 @@ struct kdtree_runtime {
     int sm_count;
     int max_smem_optin; /* per block, bytes */
     char arch[16];      /* "sm_90": the device's own architecture */
+    char target[16];    /* what NVRTC builds for it; set on first load */
+    int kind;           /* the payload kind target makes */
     pthread_mutex_t load_lock;
     int n_loaded;
     _Atomic(kdt_loaded *) table[KDT_TABLE_SIZE];

@@ -1,11 +1,11 @@
 /*
- * nvrtc.h: the NVRTC compiler, dlopen'ed on the first cache miss.
+ * compiler.h: the NVRTC compiler, dlopen'ed on the first cache miss.
  *
  * With no NVRTC a warm cache still serves every launch; only a miss fails,
  * with KDTREE_ERROR_NO_COMPILER.
  */
-#ifndef KDT_NVRTC_H
-#define KDT_NVRTC_H
+#ifndef KDT_COMPILER_H
+#define KDT_COMPILER_H
 
 #include <stddef.h>
 
@@ -47,4 +47,4 @@ int kdt_nvrtc_compile(const kdt_nvrtc *n, const char *src, const char *name,
  * first kdt_nvrtc_get(). */
 void kdt_nvrtc_set_library(const char *name);
 
-#endif /* KDT_NVRTC_H */
+#endif /* KDT_COMPILER_H */

@@ -1,0 +1,143 @@
+/*
+ * api.c: the library-level entry points: versions, limits, prepare and
+ * compile-only.  Each kernel's own entry point is in src/kernel_<name>.c.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels.h"
+#include "compiler.h"
+#include "runtime.h"
+#include "validate.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+KDT_EXPORT const char *
+kdtree_version_string(void)
+{
+    return STR(KDTREE_VERSION_MAJOR) "." STR(KDTREE_VERSION_MINOR) "." STR(
+        KDTREE_VERSION_PATCH);
+}
+
+KDT_EXPORT int32_t
+kdtree_abi_version(void)
+{
+    return KDTREE_ABI_VERSION;
+}
+
+KDT_EXPORT int32_t
+kdtree_max_qlen(void)
+{
+    /* A budget of 1024 draft nodes plus the root: 33 mask words a row. */
+    return 1025;
+}
+
+static int
+find_kernel(const char *fn, const char *kernel)
+{
+    int st = kdt_check_host(fn, "kernel", kernel);
+    if (st)
+        return st;
+    int id = kdt_kernel_find(kernel);
+    if (id < 0) {
+        char names[256] = "";
+        for (int i = 0; i < KDT_KERNEL_COUNT; i++) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, kdt_kernel_def_get(i)->name,
+                    sizeof names - strlen(names) - 1);
+        }
+        return kdt_fail(KDTREE_ERROR_UNKNOWN_KERNEL,
+                        "%s: no kernel \"%s\" (known: %s)", fn, kernel,
+                        names);
+    }
+    return id;
+}
+
+KDT_EXPORT int32_t
+kdtree_prepare(kdtree_runtime *rt, const char *kernel, const char *shape)
+{
+    static const char fn[] = "kdtree_prepare";
+    kdt_clear_error();
+    int st = kdt_check_runtime(rt, fn);
+    if (st)
+        return st;
+    int id = find_kernel(fn, kernel);
+    if (id < 0)
+        return id;
+    int64_t vals[KDT_MAX_CONSTS] = {0};
+    if ((st = kdt_shape_parse(id, shape, vals)))
+        return st;
+    kdt_loaded *m;
+    return kdt_runtime_get(&m, rt, id, vals);
+}
+
+/* "sm_90", "sm_120", "sm_90a", "compute_89": the payload kind it makes
+ * and its number, or -1. */
+static int
+parse_arch(const char *arch, int *kind)
+{
+    const char *digits;
+    if (strncmp(arch, "sm_", 3) == 0) {
+        *kind = KDT_PAYLOAD_CUBIN;
+        digits = arch + 3;
+    } else if (strncmp(arch, "compute_", 8) == 0) {
+        *kind = KDT_PAYLOAD_PTX;
+        digits = arch + 8;
+    } else {
+        return -1;
+    }
+    int n = 0, len = 0;
+    while (isdigit((unsigned char)digits[len]) && len < 4)
+        n = n * 10 + (digits[len++] - '0');
+    if (len < 2)
+        return -1;
+    /* Family and architecture-specific suffixes (sm_90a, sm_100f). */
+    if (digits[len] == 'a' || digits[len] == 'f')
+        len++;
+    return digits[len] == '\0' ? n : -1;
+}
+
+KDT_EXPORT int32_t
+kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
+               const char *shape)
+{
+    static const char fn[] = "kdtree_compile";
+    kdt_clear_error();
+    if (out_cached)
+        *out_cached = 0;
+    int st = kdt_check_host(fn, "arch", arch);
+    if (st)
+        return st;
+    int kind;
+    int n = parse_arch(arch, &kind);
+    if (n < 0)
+        return kdt_fail(KDTREE_ERROR_ARCH,
+                        "%s: arch \"%s\" is not of the form sm_XY or "
+                        "compute_XY (e.g. sm_90, sm_120)",
+                        fn, arch);
+    int id = find_kernel(fn, kernel);
+    if (id < 0)
+        return id;
+    int64_t vals[KDT_MAX_CONSTS] = {0};
+    if ((st = kdt_shape_parse(id, shape, vals)))
+        return st;
+    const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
+    if (nv && !kdt_nvrtc_supports(nv, n))
+        return kdt_fail(KDTREE_ERROR_ARCH,
+                        "%s: NVRTC %s cannot target %s", fn,
+                        kdt_nvrtc_version(nv), arch);
+    kdt_blob blob = {0};
+    int from;
+    st = kdt_kernel_obtain(id, vals, arch, kind, &blob, &from);
+    if (st)
+        return st;
+    kdt_blob_free(&blob);
+    if (out_cached)
+        *out_cached = from != KDT_FROM_NONE;
+    return KDTREE_OK;
+}
