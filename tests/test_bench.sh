@@ -1,0 +1,67 @@
+#!/bin/sh
+# test_bench.sh: kdtree-bench --quick --json --compile-only runs on a
+# machine without a GPU and prints one JSON object of the documented
+# shape: a cold and a warm compile of every registered kernel for sm_90 and
+# sm_120, each compiled when cold and served from disk when warm.  Times
+# are printed, never judged.  Skips (77) without NVRTC or python3.
+set -u
+bench=${KDTREE_BENCH:-./tools/kdtree-bench}
+if [ ! -x "$bench" ]; then
+    echo "test_bench: $bench is not built" >&2
+    exit 99
+fi
+out=${TMPDIR:-/tmp}/test_bench.$$.json
+trap 'rm -f "$out"' EXIT
+"$bench" --quick --json --compile-only >"$out"
+rc=$?
+cat "$out"
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "test_bench: no python3 to check the JSON with" >&2
+    exit 77
+fi
+python3 - "$out" "$rc" <<'PY'
+import json, sys
+
+path, rc = sys.argv[1], int(sys.argv[2])
+with open(path) as f:
+    try:
+        d = json.load(f)
+    except ValueError as e:
+        sys.exit("test_bench: not JSON: %s" % e)
+if d.get("nvrtc") == "unavailable":
+    print("test_bench: NVRTC unavailable, skipping", file=sys.stderr)
+    sys.exit(77)
+problems = []
+def need(cond, what):
+    if not cond:
+        problems.append(what)
+need(rc == 0, "kdtree-bench exited %d" % rc)
+need(d.get("tool") == "kdtree-bench", "tool is not kdtree-bench")
+need(d.get("mode") == "compile-only", "mode is %r" % d.get("mode"))
+need(d.get("quick") is True, "quick is not true")
+for key in ("version", "nvrtc", "limits", "load", "kernels", "cases",
+            "overhead", "baselines", "targets", "notes"):
+    need(key in d, "no %r" % key)
+load = d.get("load") or []
+kernels = {r.get("kernel") for r in load}
+need(len(kernels) >= 1, "no load rows")
+for arch in ("sm_90", "sm_120"):
+    got = {r.get("kernel") for r in load if r.get("target") == arch}
+    need(got == kernels, "%s rows for %s, expected %s" % (arch, sorted(got), sorted(kernels)))
+num = (int, float)
+for r in load:
+    name = "%s/%s" % (r.get("kernel"), r.get("target"))
+    need(r.get("path") == "compile-only", name + ": path")
+    need(r.get("problem") is None, name + ": " + str(r.get("problem")))
+    for k in ("cold_ms", "warm_ms", "bare_nvrtc_ms", "cold_over_bare"):
+        need(isinstance(r.get(k), num) and r[k] > 0, "%s: %s = %r" % (name, k, r.get(k)))
+    need(r.get("hot_find_us") is None, name + ": hot lookup without a GPU")
+    need(isinstance(r.get("shape"), str) and "=" in r["shape"], name + ": shape")
+need(d.get("kernels") == [] and d.get("overhead") == [], "GPU rows in compile-only mode")
+if problems:
+    print("test_bench: FAIL", file=sys.stderr)
+    for p in problems:
+        print("  " + p, file=sys.stderr)
+    sys.exit(1)
+print("test_bench: %d load rows, %d kernels x sm_90, sm_120: ok" % (len(load), len(kernels)))
+PY

@@ -1,0 +1,70 @@
+/*
+ * bench_suite.h: what kdtree-bench's CLI (kdtree-bench.c) asks of the
+ * generic loop and report (bench.c), beyond bench.h's interface for the
+ * per-kernel cases.  Kept apart so the case files see only what they need.
+ */
+#ifndef KDT_BENCH_SUITE_H
+#define KDT_BENCH_SUITE_H
+
+#include <stdio.h>
+
+#include "bench.h"
+
+/* A bench case returns this when its file is not part of this build (the
+ * weak stand-ins in bench.c). */
+#define BENCH_NOT_BUILT 1
+
+/* A context; quick = 1 for --quick.  Never NULL (aborts on no memory). */
+bench_ctx *bench_create(int quick);
+void bench_destroy(bench_ctx *b);
+
+/* Opens device `device` for GPU measurements: the bench's own runtime, its
+ * stream and events.  Returns 0, or a kdtree status when there is no
+ * driver or no device (the reason is kept for the report), after which the
+ * bench runs compile-only. */
+int bench_open_gpu(bench_ctx *b, int device);
+int bench_has_gpu(const bench_ctx *b);
+/* The device's architecture ("sm_90"), or NULL without a GPU. */
+const char *bench_gpu_arch(const bench_ctx *b);
+
+/* The load path of kernel `index` at its default shape, on the GPU: cold
+ * (empty cache directory, NVRTC compile + load), warm (fresh runtime, entry
+ * on disk), hot (in-memory lookup), and the bare NVRTC compile of the same
+ * source for the device's target.  One row of the load table. */
+int bench_load_gpu(bench_ctx *b, int index);
+/* The same without a GPU, through kdtree_compile() for `arch`: cold (empty
+ * cache directory), warm (memory forgotten, entry on disk), bare NVRTC. */
+int bench_load_compile(bench_ctx *b, int index, const char *arch);
+
+/* Runs one GPU case (bench_<kernel>), catching a failure of a timed call
+ * and freeing the case's buffers.  Records the outcome for the report. */
+int bench_run_case(bench_ctx *b, const char *name,
+                   int (*fn)(bench_ctx *b));
+
+/* The API's host cost over a bare cuLaunchKernel, measured by the
+ * tree_accept case file (it knows that kernel's parameters). */
+int bench_tree_accept_overhead(bench_ctx *b);
+/* Records one overhead row: host µs per call through the API and through a
+ * bare cuLaunchKernel of the same loaded function and parameters. */
+void bench_overhead_row(bench_ctx *b, const char *kernel, const char *config,
+                        double api_us, double bare_us, int calls);
+/* For bench_tree_accept_overhead: the driver table, the runtime's primary
+ * context made current on this thread. */
+const struct kdt_driver *bench_driver(bench_ctx *b);
+void bench_make_current(bench_ctx *b);
+/* Aborts the running case with the library's last error when st != 0. */
+void bench_check(bench_ctx *b, int st, const char *what);
+
+/* Runs the torch baseline scripts in `tools_dir` (baseline_topk.py,
+ * baseline_attn.py) with python3 and keeps their medians for the report.
+ * Missing python3, torch or scripts are noted, not fatal. */
+void bench_run_baselines(bench_ctx *b, const char *tools_dir);
+
+/* Free-form note printed under the report (and in the JSON). */
+void bench_note(bench_ctx *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The report: a table on `out`, or with json = 1 one JSON object. */
+void bench_report(bench_ctx *b, FILE *out, int json);
+
+#endif /* KDT_BENCH_SUITE_H */
