@@ -1,0 +1,588 @@
+/*
+ * cache.c: the compiled-kernel cache: the in-process memory layer, the
+ * read-only layers, the user's directory, and publishing to it.
+ *
+ * Everything here is on the miss path: the runtime's own table serves
+ * launches, so clarity wins over speed.  The entry codec is in
+ * cache_entry.c, the per-key lock in cache_lock.c, the housekeeping
+ * (stamps, sweep, eviction) in cache_evict.c.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cache_admin.h"
+#include "error.h"
+#include "stats.h"
+
+#ifndef KDT_PREBUILT_CACHE_DIR
+#define KDT_PREBUILT_CACHE_DIR ""
+#endif
+
+void
+kdt_blob_free(kdt_blob *b)
+{
+    if (!b)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->size = 0;
+}
+
+/* ---- the memory layer --------------------------------------------------- */
+
+/* A small chained hash table: a process holds tens of shapes, not
+ * millions, and the key is already a good hash. */
+#define MEM_BUCKETS 64
+
+struct mem_entry {
+    struct mem_entry *next;
+    kdt_key key;
+    int kind;
+    size_t size;
+    unsigned char data[];
+};
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mem_entry *mem_table[MEM_BUCKETS];
+
+static unsigned
+mem_bucket(const kdt_key *key)
+{
+    return key->bytes[15] % MEM_BUCKETS;
+}
+
+/* Returns 1 with a copy in *out, 0 when absent, or OUT_OF_MEMORY. */
+static int
+mem_get(const kdt_key *key, kdt_blob *out)
+{
+    struct mem_entry *e;
+    int r = 0;
+
+    pthread_mutex_lock(&mem_lock);
+    for (e = mem_table[mem_bucket(key)]; e; e = e->next) {
+        if (!kdt_key_equal(&e->key, key))
+            continue;
+        out->data = malloc(e->size);
+        if (!out->data) {
+            r = kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                         "cache: out of memory (%zu bytes)", e->size);
+            break;
+        }
+        memcpy(out->data, e->data, e->size);
+        out->size = e->size;
+        out->kind = e->kind;
+        r = 1;
+        break;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return r;
+}
+
+static int
+mem_put(const kdt_key *key, const void *data, size_t size, int kind)
+{
+    struct mem_entry *e, **pp;
+    unsigned b = mem_bucket(key);
+
+    if (size > SIZE_MAX - sizeof *e)
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: blob too large");
+    e = malloc(sizeof *e + size);
+    if (!e)
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                        "cache: out of memory (%zu bytes)", size);
+    e->key = *key;
+    e->kind = kind;
+    e->size = size;
+    memcpy(e->data, data, size);
+    pthread_mutex_lock(&mem_lock);
+    for (pp = &mem_table[b]; *pp; pp = &(*pp)->next) {
+        if (kdt_key_equal(&(*pp)->key, key)) {
+            struct mem_entry *old = *pp;
+            e->next = old->next;
+            *pp = e;
+            pthread_mutex_unlock(&mem_lock);
+            free(old);
+            return 0;
+        }
+    }
+    e->next = mem_table[b];
+    mem_table[b] = e;
+    pthread_mutex_unlock(&mem_lock);
+    return 0;
+}
+
+void
+kdt_cache_memory_clear(void)
+{
+    struct mem_entry *e, *next;
+    int i;
+
+    pthread_mutex_lock(&mem_lock);
+    for (i = 0; i < MEM_BUCKETS; i++) {
+        for (e = mem_table[i]; e; e = next) {
+            next = e->next;
+            free(e);
+        }
+        mem_table[i] = NULL;
+    }
+    pthread_mutex_unlock(&mem_lock);
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+int
+kdt_cache_mode(void)
+{
+    static atomic_int warned;
+    const char *v = getenv("KDTREE_CACHE");
+
+    if (!v || !*v || strcmp(v, "readwrite") == 0)
+        return KDT_CACHE_READWRITE;
+    if (strcmp(v, "off") == 0)
+        return KDT_CACHE_OFF;
+    if (strcmp(v, "readonly") == 0)
+        return KDT_CACHE_READONLY;
+    if (!atomic_exchange(&warned, 1))
+        kdt_log(KDT_LOG_WARN,
+                "KDTREE_CACHE=%s is not off, readonly or readwrite; using "
+                "readwrite", v);
+    return KDT_CACHE_READWRITE;
+}
+
+static char *
+join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    s[la] = '/';
+    memcpy(s + la + 1, b, lb + 1);
+    return s;
+}
+
+char *
+kdt_cache_user_dir(void)
+{
+    const char *v;
+
+    if (kdt_cache_mode() == KDT_CACHE_OFF)
+        return NULL;
+    v = getenv("KDTREE_CACHE_DIR");
+    if (v && *v)
+        return strdup(v);
+    /* The XDG spec says a relative XDG_CACHE_HOME is invalid: ignore it. */
+    v = getenv("XDG_CACHE_HOME");
+    if (v && v[0] == '/')
+        return join(v, "kdtree-jit");
+    v = getenv("HOME");
+    if (v && *v)
+        return join(v, ".cache/kdtree-jit");
+    return NULL;
+}
+
+char *
+kdt_cache_entry_dir(const char *base)
+{
+    char sub[32];
+
+    snprintf(sub, sizeof sub, "v%d", KDT_CACHE_FORMAT);
+    return join(base, sub);
+}
+
+void
+kdt_cache_free_dirs(char **dirs, size_t n)
+{
+    size_t i;
+
+    if (!dirs)
+        return;
+    for (i = 0; i < n; i++)
+        free(dirs[i]);
+    free(dirs);
+}
+
+static int
+push_dir(char ***dirs, size_t *n, const char *s, size_t len)
+{
+    char **d = realloc(*dirs, (*n + 1) * sizeof **dirs);
+
+    if (!d)
+        return -1;
+    *dirs = d;
+    d[*n] = strndup(s, len);
+    if (!d[*n])
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+char **
+kdt_cache_layer_dirs(size_t *n)
+{
+    char **dirs = NULL;
+    const char *path = getenv("KDTREE_CACHE_PATH");
+    const char *pre = getenv("KDTREE_CACHE_PREBUILT_DIR");
+
+    *n = 0;
+    while (path && *path) {
+        const char *c = strchr(path, ':');
+        size_t len = c ? (size_t)(c - path) : strlen(path);
+        if (len && push_dir(&dirs, n, path, len) != 0)
+            goto oom;
+        path = c ? c + 1 : NULL;
+    }
+    if (!pre)
+        pre = KDT_PREBUILT_CACHE_DIR;
+    if (*pre && push_dir(&dirs, n, pre, strlen(pre)) != 0)
+        goto oom;
+    return dirs;
+oom:
+    kdt_cache_free_dirs(dirs, *n);
+    *n = 0;
+    return NULL;
+}
+
+/* ---- trust and reading -------------------------------------------------- */
+
+int
+kdt_cache_trusted(const struct stat *st, int allow_root, char *why,
+                  size_t why_size)
+{
+    uid_t me = geteuid();
+
+    if (st->st_uid != me && !(allow_root && st->st_uid == 0)) {
+        snprintf(why, why_size, "owned by uid %lu, not %lu",
+                 (unsigned long)st->st_uid, (unsigned long)me);
+        return -1;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, why_size, "writable by group or others (mode %03o)",
+                 (unsigned)(st->st_mode & 0777));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+read_all(int fd, void *buf, size_t size)
+{
+    size_t done = 0;
+
+    while (done < size) {
+        ssize_t r = read(fd, (char *)buf + done, size - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+int
+kdt_cache_read_file(const char *path, int allow_root, void **buf,
+                    size_t *size, char *why, size_t why_size)
+{
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+    char *dir;
+    void *b;
+    int fd, r;
+    char w[160];
+
+    *buf = NULL;
+    *size = 0;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 1;
+        snprintf(why, why_size, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    /* The directory first: in a directory others can write, they could
+     * swap entries under us even if each file looks fine. */
+    if (slash && slash != path) {
+        dir = strndup(path, (size_t)(slash - path));
+        if (!dir) {
+            close(fd);
+            return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                            "cache: out of memory");
+        }
+        r = stat(dir, &st);
+        free(dir);
+        if (r != 0 || kdt_cache_trusted(&st, allow_root, w, sizeof w) != 0) {
+            snprintf(why, why_size, "directory %s",
+                     r != 0 ? strerror(errno) : w);
+            close(fd);
+            return -1;
+        }
+    }
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, why_size, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_size, "not a regular file");
+        close(fd);
+        return -1;
+    }
+    if (kdt_cache_trusted(&st, allow_root, w, sizeof w) != 0) {
+        snprintf(why, why_size, "%s", w);
+        close(fd);
+        return -1;
+    }
+    if (st.st_size < KDT_ENTRY_HEADER_SIZE
+        || (uint64_t)st.st_size > KDT_ENTRY_HEADER_SIZE
+                                      + KDT_ENTRY_MAX_PREIMAGE
+                                      + KDT_ENTRY_MAX_PAYLOAD) {
+        snprintf(why, why_size, "impossible size %lld",
+                 (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    b = malloc((size_t)st.st_size);
+    if (!b) {
+        close(fd);
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                        "cache: out of memory (%lld bytes)",
+                        (long long)st.st_size);
+    }
+    if (read_all(fd, b, (size_t)st.st_size) != 0) {
+        snprintf(why, why_size, "short read");
+        free(b);
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    *buf = b;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+/* ---- lookup ------------------------------------------------------------- */
+
+/* Tries one entry file.  Returns 1 with *out filled, 0 on a miss (absent or
+ * rejected; rejections logged and counted), or OUT_OF_MEMORY. */
+static int
+try_entry(const char *path, int allow_root, const kdt_key *key,
+          const char *preimage, size_t preimage_len, kdt_blob *out)
+{
+    char why[200];
+    kdt_entry_view v;
+    void *buf;
+    size_t size;
+    int r;
+
+    r = kdt_cache_read_file(path, allow_root, &buf, &size, why, sizeof why);
+    if (r == 1) {
+        kdt_log(KDT_LOG_DEBUG, "cache: miss %s: no entry", path);
+        return 0;
+    }
+    if (r < 0 && r != -1)
+        return r;
+    if (r == 0
+        && kdt_entry_decode(buf, size, key, &v, why, sizeof why) == 0) {
+        if (preimage && (v.preimage_len != preimage_len
+                         || memcmp(v.preimage, preimage, preimage_len) != 0)) {
+            snprintf(why, sizeof why, "preimage differs from the wanted one");
+        } else {
+            out->data = malloc(v.payload_size);
+            if (!out->data) {
+                free(buf);
+                return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                                "cache: out of memory (%zu bytes)",
+                                v.payload_size);
+            }
+            memcpy(out->data, v.payload, v.payload_size);
+            out->size = v.payload_size;
+            out->kind = v.kind;
+            free(buf);
+            return 1;
+        }
+    }
+    free(buf);
+    kdt_log(KDT_LOG_INFO, "cache: miss %s: entry rejected: %s", path, why);
+    kdt_stat_add(KDT_STAT_DISK_REJECTS, 1);
+    return 0;
+}
+
+static char *
+entry_path(const char *base, const kdt_key *key)
+{
+    char hex[33], name[48];
+    char *dir, *path;
+
+    kdt_key_hex(key, hex);
+    snprintf(name, sizeof name, "%s.kdt", hex);
+    dir = kdt_cache_entry_dir(base);
+    if (!dir)
+        return NULL;
+    path = join(dir, name);
+    free(dir);
+    return path;
+}
+
+/* Searches the disk layers.  Returns 1 (hit, *from set), 0, or a status. */
+static int
+disk_lookup(const kdt_key *key, const char *preimage, size_t preimage_len,
+            kdt_blob *out, int *from, int mode)
+{
+    char **layers;
+    size_t n, i;
+    char *user, *path;
+    int r = 0;
+
+    layers = kdt_cache_layer_dirs(&n);
+    for (i = 0; r == 0 && i < n; i++) {
+        path = entry_path(layers[i], key);
+        if (!path) {
+            r = kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: out of memory");
+            break;
+        }
+        r = try_entry(path, 1, key, preimage, preimage_len, out);
+        if (r == 1) {
+            *from = KDT_FROM_LAYER;
+            kdt_log(KDT_LOG_DEBUG, "cache: hit %s", path);
+        }
+        free(path);
+    }
+    kdt_cache_free_dirs(layers, n);
+    if (r != 0)
+        return r;
+    user = kdt_cache_user_dir();
+    if (!user)
+        return 0;
+    path = entry_path(user, key);
+    free(user);
+    if (!path)
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: out of memory");
+    r = try_entry(path, 0, key, preimage, preimage_len, out);
+    if (r == 1) {
+        *from = KDT_FROM_USER;
+        kdt_log(KDT_LOG_DEBUG, "cache: hit %s", path);
+        /* The last-used stamp that eviction orders by. */
+        if (mode == KDT_CACHE_READWRITE)
+            kdt_cache_touch(path);
+    }
+    free(path);
+    return r;
+}
+
+int
+kdt_cache_lookup(const kdt_key *key, const char *preimage,
+                 size_t preimage_len, kdt_blob *out, int *from)
+{
+    double t0;
+    int r, mode;
+
+    out->data = NULL;
+    out->size = 0;
+    out->kind = 0;
+    *from = KDT_FROM_NONE;
+    r = mem_get(key, out);
+    if (r != 0) {
+        if (r == 1) {
+            *from = KDT_FROM_MEMORY;
+            kdt_stat_add(KDT_STAT_MEMORY_HITS, 1);
+        }
+        return r;
+    }
+    mode = kdt_cache_mode();
+    if (mode == KDT_CACHE_OFF)
+        return 0;
+    t0 = kdt_now_ms();
+    r = disk_lookup(key, preimage, preimage_len, out, from, mode);
+    kdt_time_add(KDT_TIME_DISK, kdt_now_ms() - t0);
+    if (r < 0)
+        return r;
+    if (r == 0) {
+        kdt_stat_add(KDT_STAT_DISK_MISSES, 1);
+        return 0;
+    }
+    kdt_stat_add(KDT_STAT_DISK_HITS, 1);
+    /* Keep it for this process's next lookup; failing that is harmless. */
+    (void)mem_put(key, out->data, out->size, out->kind);
+    return 1;
+}
+
+/* ---- store -------------------------------------------------------------- */
+
+int
+kdt_cache_store(const kdt_key *key, const char *preimage,
+                size_t preimage_len, const kdt_blob *blob)
+{
+    static atomic_int warned;
+    char why[300], hex[33], keep[48];
+    char *user, *dir;
+    void *enc;
+    size_t enc_size;
+    int r;
+
+    r = mem_put(key, blob->data, blob->size, blob->kind);
+    if (r)
+        return r;
+    if (kdt_cache_mode() != KDT_CACHE_READWRITE)
+        return 0;
+    user = kdt_cache_user_dir();
+    if (!user) {
+        if (!atomic_exchange(&warned, 1))
+            kdt_log(KDT_LOG_WARN, "cache: no cache directory (set "
+                    "KDTREE_CACHE_DIR or HOME); compiled kernels stay in "
+                    "memory only");
+        return 0;
+    }
+    r = kdt_entry_encode(key, preimage, preimage_len, blob, &enc, &enc_size);
+    if (r) {
+        free(user);
+        /* Only a bad blob or no memory gets here: memory-only is fine for
+         * the first, and the status says the second. */
+        return r == KDTREE_ERROR_OUT_OF_MEMORY ? r : 0;
+    }
+    if (kdt_cache_publish(user, key, enc, enc_size, why, sizeof why) != 0) {
+        /* Unwritable, full, foreign: never the caller's failure. */
+        if (!atomic_exchange(&warned, 1))
+            kdt_log(KDT_LOG_WARN, "cache: cannot write to %s: %s; compiled "
+                    "kernels stay in memory only", user, why);
+        else
+            kdt_log(KDT_LOG_INFO, "cache: not published to %s: %s", user,
+                    why);
+        free(enc);
+        free(user);
+        return 0;
+    }
+    free(enc);
+    kdt_key_hex(key, hex);
+    snprintf(keep, sizeof keep, "%s.kdt", hex);
+    kdt_log(KDT_LOG_DEBUG, "cache: published %s/v%d/%s", user,
+            KDT_CACHE_FORMAT, keep);
+    dir = kdt_cache_entry_dir(user);
+    if (dir) {
+        uint64_t left;
+        int n;
+
+        kdt_cache_sweep_temps(dir, KDT_CACHE_TEMP_STALE_S);
+        n = kdt_cache_evict(dir, kdt_cache_max_bytes(), keep, &left);
+        if (n > 0)
+            kdt_log(KDT_LOG_INFO, "cache: evicted %d entries from %s, %llu "
+                    "bytes left", n, dir, (unsigned long long)left);
+        free(dir);
+    }
+    free(user);
+    return 0;
+}

@@ -1,0 +1,186 @@
+/*
+ * cache_testutil.c: see cache_testutil.h.
+ */
+#define _GNU_SOURCE /* nftw */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache_testutil.h"
+#include "error.h"
+
+char ct_base[256];
+char ct_user[300];
+
+void
+ct_setup(void)
+{
+    char run[300];
+
+    snprintf(ct_base, sizeof ct_base, "/tmp/kdt-cache-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(ct_base));
+    snprintf(ct_user, sizeof ct_user, "%s/user", ct_base);
+    snprintf(run, sizeof run, "%s/run", ct_base);
+    ck_assert_int_eq(mkdir(run, 0700), 0);
+    setenv("KDTREE_CACHE_DIR", ct_user, 1);
+    setenv("XDG_RUNTIME_DIR", run, 1);
+    setenv("KDTREE_CACHE_PREBUILT_DIR", "", 1);
+    unsetenv("KDTREE_CACHE");
+    unsetenv("KDTREE_CACHE_PATH");
+    unsetenv("KDTREE_CACHE_MAX_BYTES");
+    unsetenv("KDTREE_CACHE_LOCK_TIMEOUT");
+    unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
+    /* Quiet unless a test asks: many tests provoke warnings on purpose. */
+    setenv("KDTREE_LOG", "error", 1);
+    kdt_log_reload();
+    kdt_cache_memory_clear();
+}
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP || flag == FTW_D)
+        chmod(path, 0700);
+    return remove(path) == 0 || errno == ENOENT ? 0 : 0;
+}
+
+void
+ct_rm_rf(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void
+ct_teardown(void)
+{
+    if (ct_base[0])
+        ct_rm_rf(ct_base);
+    ct_base[0] = '\0';
+}
+
+void
+ct_preimage(kdt_preimage *p, const char *kernel, const char *target,
+            kdt_key *key)
+{
+    kdt_preimage_init(p);
+    kdt_preimage_add_str(p, "format", "1");
+    kdt_preimage_add_str(p, "library", "test");
+    kdt_preimage_add_str(p, "kernel", kernel);
+    kdt_preimage_add_str(p, "fake.cu", "extern \"C\" __global__ void k() {}");
+    kdt_preimage_add_str(p, "constants", "N_MAX=65,L=15");
+    kdt_preimage_add_str(p, "target", target);
+    kdt_preimage_add_str(p, "nvrtc", "13.0 test");
+    ck_assert_int_eq(p->failed, 0);
+    if (key)
+        *key = kdt_key_of(p->text, p->len);
+}
+
+kdt_blob
+ct_blob(size_t size, unsigned seed)
+{
+    kdt_blob b;
+    unsigned char *d = malloc(size ? size : 1);
+    size_t i;
+    unsigned x = seed * 2654435761u + 1;
+
+    ck_assert_ptr_nonnull(d);
+    for (i = 0; i < size; i++) {
+        x = x * 1103515245u + 12345u;
+        d[i] = (unsigned char)(x >> 16);
+    }
+    b.data = d;
+    b.size = size;
+    b.kind = KDT_PAYLOAD_CUBIN;
+    return b;
+}
+
+char *
+ct_entry_path(const char *base, const kdt_key *key)
+{
+    char hex[33];
+    char *p = malloc(strlen(base) + 64);
+
+    ck_assert_ptr_nonnull(p);
+    kdt_key_hex(key, hex);
+    sprintf(p, "%s/v%d/%s.kdt", base, KDT_CACHE_FORMAT, hex);
+    return p;
+}
+
+int
+ct_read(const char *path, void **buf, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    long n;
+
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *buf = malloc(n ? (size_t)n : 1);
+    *size = (size_t)n;
+    if (fread(*buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(*buf);
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+int
+ct_write(const char *path, const void *buf, size_t size, int mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+    if (fd < 0)
+        return -1;
+    if (size && write(fd, buf, size) != (ssize_t)size) {
+        close(fd);
+        return -1;
+    }
+    fchmod(fd, (mode_t)mode);
+    return close(fd);
+}
+
+void
+ct_mkdirs(const char *path)
+{
+    char *p = strdup(path), *s;
+
+    for (s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0700);
+            *s = '/';
+        }
+    }
+    mkdir(p, 0700);
+    free(p);
+}
+
+void
+ct_write_entry(const char *path, const kdt_key *key, const char *pre,
+               size_t pre_len, const kdt_blob *blob)
+{
+    char *dir = strdup(path);
+    void *enc;
+    size_t n;
+
+    *strrchr(dir, '/') = '\0';
+    ct_mkdirs(dir);
+    free(dir);
+    ck_assert_int_eq(kdt_entry_encode(key, pre, pre_len, blob, &enc, &n), 0);
+    ck_assert_int_eq(ct_write(path, enc, n, 0600), 0);
+    free(enc);
+}

@@ -1,0 +1,45 @@
+/*
+ * cache_testutil.h: shared set-up of the cache tests: a private temp tree
+ * per test (user cache, layers, lock directory) with the environment
+ * pointing at it, and fake entries.
+ */
+#ifndef KDT_CACHE_TESTUTIL_H
+#define KDT_CACHE_TESTUTIL_H
+
+#include <stddef.h>
+
+#include "cache.h"
+#include "key.h"
+
+/* The test's temp directory ("/tmp/kdt-cache-XXXXXX"). */
+extern char ct_base[256];
+/* $KDTREE_CACHE_DIR: ct_base/user. */
+extern char ct_user[300];
+
+/* Makes ct_base and points every cache variable into it:
+ * KDTREE_CACHE_DIR=ct_base/user, XDG_RUNTIME_DIR=ct_base/run (locks),
+ * KDTREE_CACHE_PREBUILT_DIR="" and no KDTREE_CACHE, KDTREE_CACHE_PATH,
+ * KDTREE_CACHE_MAX_BYTES.  Also forgets the memory layer. */
+void ct_setup(void);
+/* Removes ct_base. */
+void ct_teardown(void);
+void ct_rm_rf(const char *path);
+
+/* A preimage for a fake kernel and target, and its key. */
+void ct_preimage(kdt_preimage *p, const char *kernel, const char *target,
+                 kdt_key *key);
+/* A payload of `size` bytes derived from `seed`. */
+kdt_blob ct_blob(size_t size, unsigned seed);
+
+/* <base>/v<FORMAT>/<hex>.kdt, malloc'ed. */
+char *ct_entry_path(const char *base, const kdt_key *key);
+/* Whole-file helpers; return 0 on success. */
+int ct_read(const char *path, void **buf, size_t *size);
+int ct_write(const char *path, const void *buf, size_t size, int mode);
+/* Encodes an entry and writes it at `path` (creating directories 0700). */
+void ct_write_entry(const char *path, const kdt_key *key, const char *pre,
+                    size_t pre_len, const kdt_blob *blob);
+/* mkdir -p with 0700. */
+void ct_mkdirs(const char *path);
+
+#endif
