@@ -1044,54 +1044,64 @@ bench_load_compile(bench_ctx *b, int index, const char *arch)
 
 /* ---- baselines -------------------------------------------------------- */
 
-/* Runs one baseline script and flattens whatever JSON it prints into
+/* Runs one baseline script and flattens whatever JSON it writes into
  * "ROW\tkernel\tconfig\tus" lines (or one "ERROR\t..." line), so that this
- * file needs no JSON parser.  Accepted: a list of rows, or an object with
- * "rows"/"results"; a row names its kernel ("kernel"/"name"), its config
- * ("config"/"shape"/"case") and a median ("median_us"/"us"/"time_us", or
- * "median_ms"/"ms"). */
+ * file needs no JSON parser.  The script is run as `script --json FILE
+ * [--quick]` (the baselines' convention: JSON into FILE, progress on
+ * stdout); JSON printed on stdout is accepted too.  Rows: a list, or an
+ * object's "cases"/"rows"/"results".  A row's time is the first of
+ * baseline_us, median_us, us, time_us (or *_ms); its kernel "kernel" or
+ * "name"; its config "config"/"shape", else its other scalar fields
+ * ("H=8 R=1 past_len=4096 rows=65"). */
 static const char flatten_py[] =
-    "import json, subprocess, sys\n"
+    "import json, os, subprocess, sys, tempfile\n"
     "script = sys.argv[1]\n"
-    "def run(args):\n"
-    "    return subprocess.run([sys.executable, script] + args,\n"
-    "                          capture_output=True, text=True)\n"
-    "p = run(sys.argv[2:])\n"
-    "if p.returncode == 2:\n"
-    "    p = run([])\n"
+    "fd, out = tempfile.mkstemp(suffix='.json'); os.close(fd)\n"
+    "p = subprocess.run([sys.executable, script, '--json', out] + sys.argv[2:],\n"
+    "                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,\n"
+    "                   universal_newlines=True)\n"
+    "text = open(out).read(); os.unlink(out)\n"
     "if p.returncode == 77:\n"
     "    print('ERROR\\tskipped: ' + (p.stderr.strip().splitlines() or [''])[-1]); sys.exit(0)\n"
     "if p.returncode != 0:\n"
     "    last = (p.stderr.strip().splitlines() or ['exit %d' % p.returncode])[-1]\n"
-    "    print('ERROR\\t' + last); sys.exit(0)\n"
+    "    print('ERROR\\texit %d: %s' % (p.returncode, last)); sys.exit(0)\n"
     "data = None\n"
-    "try:\n"
-    "    data = json.loads(p.stdout)\n"
-    "except ValueError:\n"
-    "    for line in reversed(p.stdout.splitlines()):\n"
-    "        if line.strip()[:1] in '[{':\n"
-    "            try:\n"
-    "                data = json.loads(line); break\n"
-    "            except ValueError:\n"
-    "                pass\n"
+    "for src in (text, p.stdout):\n"
+    "    try:\n"
+    "        data = json.loads(src); break\n"
+    "    except ValueError:\n"
+    "        pass\n"
     "if data is None:\n"
-    "    print('ERROR\\tno JSON on stdout'); sys.exit(0)\n"
+    "    for line in reversed(p.stdout.splitlines()):\n"
+    "        try:\n"
+    "            data = json.loads(line); break\n"
+    "        except ValueError:\n"
+    "            pass\n"
+    "if data is None:\n"
+    "    print('ERROR\\tno JSON written'); sys.exit(0)\n"
     "rows = data\n"
     "if isinstance(data, dict):\n"
-    "    rows = data.get('rows') or data.get('results') or [data]\n"
+    "    rows = data.get('cases') or data.get('rows') or data.get('results') or [data]\n"
+    "TIME = ('baseline_us', 'median_us', 'us', 'time_us')\n"
     "def get(r, *keys):\n"
     "    for k in keys:\n"
-    "        if k in r and r[k] is not None: return r[k]\n"
+    "        if r.get(k) is not None: return r[k]\n"
     "for r in rows:\n"
     "    if not isinstance(r, dict): continue\n"
-    "    us = get(r, 'median_us', 'us', 'time_us')\n"
+    "    us = get(r, *TIME)\n"
     "    if us is None:\n"
     "        ms = get(r, 'median_ms', 'ms')\n"
     "        us = None if ms is None else 1e3 * float(ms)\n"
     "    if us is None: continue\n"
-    "    k = str(get(r, 'kernel', 'name') or script)\n"
-    "    c = get(r, 'config', 'shape', 'case') or ''\n"
-    "    if isinstance(c, dict): c = ','.join('%s=%s' % kv for kv in c.items())\n"
+    "    k = str(get(r, 'kernel', 'name') or os.path.basename(script))\n"
+    "    c = get(r, 'config', 'shape', 'case')\n"
+    "    if c is None:\n"
+    "        c = ' '.join('%s=%s' % (a, b) for a, b in r.items()\n"
+    "                     if isinstance(b, (int, str)) and not isinstance(b, bool)\n"
+    "                     and a not in ('kernel', 'name') and not a.endswith(('_us', '_ms', '_error'))\n"
+    "                     and a not in ('flops', 'bytes', 'tflops', 'baseline'))\n"
+    "    if isinstance(c, dict): c = ' '.join('%s=%s' % kv for kv in c.items())\n"
     "    c = str(c).replace('\\t', ' ').replace('\\n', ' ')\n"
     "    print('ROW\\t%s\\t%s\\t%.4f' % (k, c, float(us)))\n";
 
@@ -1116,7 +1126,7 @@ run_baseline(bench_ctx *b, const char *tools_dir, const char *script)
     }
     fputs(flatten_py, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' --json%s 2>&1", tmp, path,
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s'%s", tmp, path,
              b->quick ? " --quick" : "");
     fprintf(stderr, "kdtree-bench: baseline %s\n", script);
     p = popen(cmd, "r");

@@ -284,9 +284,10 @@ bench_tree_accept_overhead(bench_ctx *b)
     bare.fn = m->fn[0];
     bare.stream = bench_stream(b);
     bare.params[0] = &p;
-    /* One warp per request, as src/kernel_tree_accept.c launches it. */
+    /* One thread per request in blocks of 128, as src/kernel_tree_accept.c
+     * launches it (TA_THREADS there). */
     bare.grid = 1;
-    bare.block = 32;
+    bare.block = 128;
     bare.smem = 0;
 
     bench_make_current(b);
