@@ -1,0 +1,37 @@
+/*
+ * kdt_attn_tiles.h: the tile geometry of verify_attn that the host must
+ * agree on (grid, block, dynamic shared memory, workspace layout).  Plain
+ * macros so that both the C launcher (src/kernel_verify_attn.c) and the
+ * kernel (verify_attn.cu, through NVRTC) read the same numbers.
+ *
+ * Why these numbers (H200/H100 and the 99 KB per-block limit of sm_120):
+ *  - BM = 64 folded rows (node * H + head) per block.  A block's 8 warps
+ *    keep its Q tile in registers (64 x 576 bf16 = 72 registers a thread),
+ *    so Q never costs shared-memory bandwidth; the 64 x 512 f32 output
+ *    accumulator is split by V columns, 64 per warp (128 registers).
+ *  - BN = 16 tokens per KV tile, NSTAGE = 4 tiles in flight through
+ *    cp.async: 4 x 16 rows x 1168 B (576 bf16 + 16 B of padding so that
+ *    the 8 row addresses of an ldmatrix hit 8 distinct bank groups).
+ *  - Total shared memory 94,976 B: under 99 KB.
+ */
+#ifndef KDT_ATTN_TILES_H
+#define KDT_ATTN_TILES_H
+
+#define KDT_ATTN_D_QK 576      /* 512 c_kv + 64 k_pe, fixed by the model */
+#define KDT_ATTN_D_V 512
+#define KDT_ATTN_BM 64         /* folded rows per block */
+#define KDT_ATTN_BN 16         /* tokens per KV tile */
+#ifndef KDT_ATTN_NSTAGE
+#define KDT_ATTN_NSTAGE 4      /* KV tiles in flight */
+#endif
+#define KDT_ATTN_THREADS 256   /* 8 warps */
+#define KDT_ATTN_ROW_BYTES 1168 /* one padded 576-wide bf16 row in smem */
+/* ring (also the Q staging area) + 4 partial-S slots + P + 3 row arrays */
+#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES \
+                       + 4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 \
+                       + KDT_ATTN_BM * 48 + 3 * KDT_ATTN_BM * 4)
+/* The merge kernel: one warp per output row. */
+#define KDT_ATTN_MERGE_THREADS 128
+#define KDT_ATTN_MAX_SPLITS 64
+
+#endif /* KDT_ATTN_TILES_H */

@@ -1,0 +1,500 @@
+/*
+ * verify_attn.cu: absorbed-MLA tree attention (specs/kernels.md §3).
+ *
+ * One latent KV head of 576 dims (512 c_kv + 64 k_pe) is shared by every
+ * query head, so all n_nodes * H query rows of a request can share each KV
+ * tile: the kernel folds (node, head) into the M dimension of two GEMMs,
+ * S = Q K^T (K = 576) and O = P V (V = the first 512 dims of the same
+ * rows), with an online softmax between them.
+ *
+ * Block = 64 folded rows x one range of KV tiles ("split") of one request.
+ * 8 warps.  Roles inside a KV tile of BN = 16 tokens:
+ *  - QK: warp (h, q) = (warp / 4, warp % 4) computes the partial S of rows
+ *    32h..32h+31 over its quarter of the 576 dims (128 c_kv dims + 16 k_pe
+ *    dims), from Q fragments it keeps in registers for the whole block, and
+ *    writes it to partial slot q in shared memory.
+ *  - softmax: warp w owns rows 8w..8w+7: it sums the 4 partial slots,
+ *    scales, applies the ancestor mask (tail tiles only), updates the row
+ *    maximum and sum, writes P (bf16) and the rescale factor.
+ *  - PV: warp w owns output columns 64w..64w+63 of all 64 rows (a 64 x 64
+ *    f32 accumulator, 128 registers) and multiplies P by its V columns.
+ * Each KV tile comes once from global memory per block (cp.async, 4 tiles
+ * in flight).  Blocks of the same request and split differ only in their
+ * rows; blockIdx.x is the row tile, so they run side by side and their
+ * re-reads of a KV tile hit L2: DRAM sees the KV once per request.
+ *
+ * The prefix tiles (all positions < past_len) see no mask work; only the
+ * tiles that hold the tree's own rows test anc_mask.
+ *
+ * Softmax runs in the log2 domain with a lazy maximum: the reference
+ * maximum moves only when a row's maximum grows by more than 2^8, so P
+ * stays <= 256 (exact enough in bf16 and f32) and the O rescale, a pass
+ * over 128 registers, is skipped on almost every tile.
+ *
+ * When there are too few (request, row tile) pairs to fill the GPU the host
+ * splits the KV range (gridDim.y splits); each split writes its normalised
+ * partial O (f32) and log2-sum-exp to the workspace, and
+ * kdt_verify_attn_merge combines them by their LSE.
+ */
+#include "kdt_params.h"
+#include "kdt_attn_tiles.h"
+#include "kdt_mma.cuh"
+
+#ifndef KDT_H
+#error "verify_attn.cu needs -DKDT_H"
+#endif
+#ifndef KDT_PAGE
+#error "verify_attn.cu needs -DKDT_PAGE"
+#endif
+#ifndef KDT_N_MAX
+#error "verify_attn.cu needs -DKDT_N_MAX"
+#endif
+
+constexpr int H = KDT_H;
+constexpr int PAGE = KDT_PAGE;
+constexpr int N_MAX = KDT_N_MAX;
+constexpr int W = (N_MAX + 31) / 32;          /* mask words per row */
+constexpr int ROWS = N_MAX * H;               /* folded rows per request */
+constexpr int D_QK = KDT_ATTN_D_QK;
+constexpr int D_V = KDT_ATTN_D_V;
+constexpr int BM = KDT_ATTN_BM;
+constexpr int BN = KDT_ATTN_BN;
+constexpr int NSTAGE = KDT_ATTN_NSTAGE;
+constexpr int NTHREADS = KDT_ATTN_THREADS;
+constexpr int ROW_BYTES = KDT_ATTN_ROW_BYTES;
+constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
+constexpr int STAGE_BYTES = BN * ROW_BYTES;
+constexpr int RING_BYTES = NSTAGE * STAGE_BYTES;
+constexpr int SLOT_BYTES = BM * BN * 4;
+constexpr int P_STRIDE = 48;                  /* 16 bf16 + pad: no conflicts */
+constexpr int SLOTS_OFF = RING_BYTES;
+constexpr int P_OFF = SLOTS_OFF + 4 * SLOT_BYTES;
+constexpr int ALPHA_OFF = P_OFF + BM * P_STRIDE;
+constexpr int L_OFF = ALPHA_OFF + BM * 4;
+constexpr int M_OFF = L_OFF + BM * 4;
+constexpr int SMEM_BYTES = M_OFF + BM * 4;
+constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
+
+static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
+static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
+static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
+static_assert(NTHREADS == 256 && BM == 64 && BN == 16,
+              "the warp roles below are written for 8 warps, 64 x 16");
+static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
+static_assert(PAGE >= 1 && PAGE <= 256, "range");
+
+/* Slot element (row, col) of a 64 x 16 f32 partial-S tile.  Rows are 64 B;
+ * the XOR of column bit 3 by row bit 1 makes both the fragment stores
+ * (4 rows x 8 columns per half warp) and the float4 row reads (2 rows per
+ * quarter warp) conflict-free. */
+static __device__ __forceinline__ int
+slot_index(int row, int col)
+{
+    return row * BN + (col ^ (((row >> 1) & 1) << 3));
+}
+
+/* Copies KV tile t (tokens t*BN ..) of the request into ring stage `st`;
+ * tokens at or past `total` are zero-filled (never read: the block table
+ * may hold garbage there, and a zero V row times P = 0 cannot make NaN). */
+static __device__ __forceinline__ void
+load_kv_tile(uint32_t ring, int st, int t, int total,
+             const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
+{
+    const uint32_t base = ring + st * STAGE_BYTES;
+    for (int c = threadIdx.x; c < BN * CHUNKS; c += NTHREADS) {
+        const int tok = c / CHUNKS, col = c - tok * CHUNKS;
+        const int pos = t * BN + tok;
+        const uint16_t *src = kv;
+        int bytes = 0;
+        if (pos < total) {
+            const int page = __ldg(bt + pos / PAGE);
+            src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col * 8;
+            bytes = 16;
+        }
+        kdt_cp_async16(base + tok * ROW_BYTES + col * 16, src, bytes);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+kdt_verify_attn(const kdt_verify_attn_params p)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int mt = blockIdx.x, split = blockIdx.y, r = blockIdx.z;
+    const int nsplit = p.num_splits;
+    const int cap = p.max_pages * PAGE;
+
+    /* Bad device-side values cannot make the kernel read outside the block
+     * table or the tree: they are clamped. */
+    const int past = min(max(p.past_len[r], 0), cap);
+    const int nn = min(max(p.n_nodes[r], 0), N_MAX);
+    const int total = min(past + nn, cap);
+    const int valid_rows = nn * H;
+    const int m0 = mt * BM;
+    const int64_t req_row0 = (int64_t)r * ROWS;
+
+    if (m0 >= valid_rows) {
+        /* Padded rows only.  Unsplit: write o = 0, lse = -inf here; split:
+         * the merge kernel writes them. */
+        if (nsplit == 1) {
+            const int rows = min(BM, ROWS - m0);
+            uint4 *o4 = (uint4 *)(p.o + (req_row0 + m0) * D_V);
+            for (int i = tid; i < rows * D_V / 8; i += NTHREADS)
+                o4[i] = make_uint4(0, 0, 0, 0);
+            if (p.lse && tid < rows)
+                p.lse[req_row0 + m0 + tid] = kdt_neg_inf();
+        }
+        return;
+    }
+
+    const int ntiles = (total + BN - 1) / BN;
+    const int per = (ntiles + nsplit - 1) / nsplit;
+    const int t0 = min(split * per, ntiles);
+    const int t1 = min(t0 + per, ntiles);
+
+    const uint32_t ring = kdt_smem_addr(smem);
+    float *slots = (float *)(smem + SLOTS_OFF);
+    unsigned char *pbuf = smem + P_OFF;
+    const uint32_t pbuf_s = ring + P_OFF;
+    float *alpha_s = (float *)(smem + ALPHA_OFF);
+    float *l_s = (float *)(smem + L_OFF);
+
+    const uint16_t *__restrict__ kv = p.kv_cache;
+    const int32_t *__restrict__ bt = p.block_table + (int64_t)r * p.max_pages;
+
+    /* ---- Q tile -> shared (through the ring) -> registers ------------- */
+    {
+        const uint16_t *q = p.q + (req_row0 + m0) * D_QK;
+        for (int c = tid; c < BM * CHUNKS; c += NTHREADS) {
+            const int row = c / CHUNKS, col = c - row * CHUNKS;
+            const bool ok = m0 + row < valid_rows;
+            kdt_cp_async16(ring + row * ROW_BYTES + col * 16,
+                           ok ? q + (int64_t)row * D_QK + col * 8 : q,
+                           ok ? 16 : 0);
+        }
+        kdt_cp_async_commit();
+        kdt_cp_async_wait<0>();
+        __syncthreads();
+    }
+    const int qh = warp >> 2, qq = warp & 3;
+    uint32_t qa[2][9][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (int ks = 0; ks < 9; ++ks) {
+            const int dim = ks < 8 ? 128 * qq + 16 * ks : 512 + 16 * qq;
+            const int row = 32 * qh + 16 * mi + (lane & 15);
+            kdt_ldmatrix_x4(qa[mi][ks], ring + row * ROW_BYTES
+                                            + (dim + 8 * (lane >> 4)) * 2);
+        }
+    }
+    __syncthreads(); /* the ring now belongs to the KV tiles */
+
+    /* ---- pipeline prologue ------------------------------------------- */
+#pragma unroll
+    for (int s = 0; s < NSTAGE - 1; ++s) {
+        if (t0 + s < t1)
+            load_kv_tile(ring, s, t0 + s, total, kv, bt);
+        kdt_cp_async_commit();
+    }
+
+    /* softmax state of row 8*warp + lane/4 (the 4 lanes of a row agree) */
+    const int srow = 8 * warp + (lane >> 2);
+    const int sc0 = 4 * (lane & 3);
+    const int snode = (m0 + srow) / H;
+    const uint32_t *mask_row =
+        p.anc_mask + ((int64_t)r * N_MAX + min(snode, N_MAX - 1)) * W;
+    const float scale_log2 = p.scale * 1.4426950408889634f;
+    float m_ref = kdt_neg_inf(), l_part = 0.f;
+
+    float o[4][8][4];
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                o[mi][nt][e] = 0.f;
+
+    /* lane addresses inside a stage: K as the B operand of S (tokens are
+     * n, dims are k), V as the B operand of O (ldmatrix.trans: tokens are
+     * k, this warp's 64 columns are n) */
+    const uint32_t k_lane = ((lane & 7) + 8 * (lane >> 4)) * ROW_BYTES
+                            + 8 * ((lane >> 3) & 1) * 2;
+    const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
+                            + (64 * warp + 8 * (lane >> 4)) * 2;
+    const uint32_t p_lane = pbuf_s + (lane & 15) * P_STRIDE
+                            + 8 * (lane >> 4) * 2;
+
+    kdt_cp_async_wait<NSTAGE - 2>();
+    __syncthreads(); /* tile t0 landed */
+    int rescale = 0;
+
+    /*
+     * Iteration t: PV of tile t-1 and QK of tile t (independent tensor
+     * work, no barrier between them), barrier X, refill the stage of t-1,
+     * softmax of tile t, barrier Y (which also publishes tile t+1).  Two
+     * block barriers per tile.
+     */
+    for (int t = t0; t <= t1; ++t) {
+        const int it = t - t0;
+
+        /* ---- PV(t-1): O[:, 64w..64w+63] = alpha O + P V ------------- */
+        if (t > t0) {
+            if (rescale) {
+#pragma unroll
+                for (int mi = 0; mi < 4; ++mi) {
+                    const float a0 = alpha_s[16 * mi + (lane >> 2)];
+                    const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) {
+                        o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
+                        o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
+                    }
+                }
+            }
+            uint32_t pa[4][4];
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi)
+                kdt_ldmatrix_x4(pa[mi], p_lane + 16 * mi * P_STRIDE);
+            const uint32_t vrow =
+                ring + ((it - 1) % NSTAGE) * STAGE_BYTES + v_lane;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                uint32_t vb[4];
+                kdt_ldmatrix_x4_trans(vb, vrow + 16 * j * 2);
+#pragma unroll
+                for (int mi = 0; mi < 4; ++mi) {
+                    kdt_mma_bf16(o[mi][2 * j], pa[mi], vb[0], vb[1]);
+                    kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
+                }
+            }
+        }
+        if (t == t1)
+            break;
+
+        /* ---- QK(t): partial S over this warp's quarter of the dims -- */
+        {
+            float acc[2][2][4];
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        acc[mi][nt][e] = 0.f;
+            const uint32_t krow = ring + (it % NSTAGE) * STAGE_BYTES + k_lane;
+#pragma unroll
+            for (int ks = 0; ks < 9; ++ks) {
+                const int dim = ks < 8 ? 128 * qq + 16 * ks : 512 + 16 * qq;
+                uint32_t kb[4];
+                kdt_ldmatrix_x4(kb, krow + dim * 2);
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi) {
+                    kdt_mma_bf16(acc[mi][0], qa[mi][ks], kb[0], kb[1]);
+                    kdt_mma_bf16(acc[mi][1], qa[mi][ks], kb[2], kb[3]);
+                }
+            }
+            float *slot = slots + qq * (BM * BN);
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int row = 32 * qh + 16 * mi + (lane >> 2) + 8 * hf;
+                        const int col = 8 * nt + 2 * (lane & 3);
+                        *(float2 *)(slot + slot_index(row, col)) =
+                            make_float2(acc[mi][nt][2 * hf],
+                                        acc[mi][nt][2 * hf + 1]);
+                    }
+        }
+        __syncthreads(); /* X: partial S written; PV(t-1) done everywhere */
+
+        /* the stage of tile t-1 is free: refill it NSTAGE-1 tiles ahead */
+        if (t + NSTAGE - 1 < t1)
+            load_kv_tile(ring, (it + NSTAGE - 1) % NSTAGE, t + NSTAGE - 1,
+                         total, kv, bt);
+        kdt_cp_async_commit();
+
+        /* ---- softmax of rows 8w..8w+7, columns sc0..sc0+3 ------------ */
+        float alpha = 1.f;
+        {
+            float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const float4 v = *(const float4 *)(slots + q * (BM * BN)
+                                                   + slot_index(srow, sc0));
+                x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                x[j] *= scale_log2;
+            if ((t + 1) * BN > past) {
+                /* a tail tile: the tree's own rows, and the end of the KV */
+                const int pos0 = t * BN + sc0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int pos = pos0 + j;
+                    bool vis = pos < past;
+                    if (!vis && pos < total && snode < nn) {
+                        const int jj = pos - past;
+                        vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
+                    }
+                    if (!vis)
+                        x[j] = kdt_neg_inf();
+                }
+            }
+            float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            if (mx > m_ref + LAZY_RESCALE) {
+                alpha = kdt_exp2(m_ref - mx); /* 0 when m_ref = -inf */
+                m_ref = mx;
+                l_part *= alpha;
+            }
+            /* m_ref = -inf means every x so far is -inf: p = 0, not NaN */
+            const float mu = m_ref == kdt_neg_inf() ? 0.f : m_ref;
+            float pr[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                pr[j] = kdt_exp2(x[j] - mu);
+                l_part += pr[j];
+            }
+            uint2 pk;
+            pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
+            pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
+            *(uint2 *)(pbuf + srow * P_STRIDE + sc0 * 2) = pk;
+            if ((lane & 3) == 0)
+                alpha_s[srow] = alpha;
+        }
+        kdt_cp_async_wait<NSTAGE - 2>(); /* this thread's part of t+1 */
+        /* Y: P, alpha and tile t+1 visible; the OR says whether any row's
+         * reference maximum moved (else PV skips the rescale) */
+        rescale = __syncthreads_or(alpha != 1.f);
+    }
+    kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
+
+    /* ---- epilogue: row sums, LSE, normalised O ---------------------- */
+    l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
+    l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
+    if ((lane & 3) == 0) {
+        l_s[srow] = l_part;
+        const int m = m0 + srow;
+        if (m < ROWS) {
+            const float lse2 = l_part > 0.f ? m_ref + kdt_log2(l_part)
+                                            : kdt_neg_inf();
+            if (nsplit == 1) {
+                if (p.lse)
+                    p.lse[req_row0 + m] = m < valid_rows
+                        ? lse2 * 0.6931471805599453f : kdt_neg_inf();
+            } else {
+                float *ws_lse = p.workspace
+                    + (int64_t)nsplit * p.n_requests * ROWS * D_V;
+                ws_lse[((int64_t)split * p.n_requests + r) * ROWS + m] = lse2;
+            }
+        }
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int row = 16 * mi + (lane >> 2) + 8 * hf;
+            const int m = m0 + row;
+            if (m >= ROWS)
+                continue;
+            const float l = l_s[row];
+            float inv = l > 0.f ? 1.f / l : 0.f;
+            if (m >= valid_rows)
+                inv = 0.f; /* padded row: o = 0 */
+            const int col0 = 64 * warp + 2 * (lane & 3);
+            if (nsplit == 1) {
+                uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt)
+                    *(uint32_t *)(dst + 8 * nt) =
+                        kdt_pack_bf16x2(o[mi][nt][2 * hf] * inv,
+                                        o[mi][nt][2 * hf + 1] * inv);
+            } else {
+                float *dst = p.workspace
+                    + (((int64_t)split * p.n_requests + r) * ROWS + m) * D_V
+                    + col0;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt)
+                    *(float2 *)(dst + 8 * nt) =
+                        make_float2(o[mi][nt][2 * hf] * inv,
+                                    o[mi][nt][2 * hf + 1] * inv);
+            }
+        }
+    }
+}
+
+/*
+ * Merge of the KV splits: one warp per folded row.  Split s holds the
+ * row's O_s normalised by its own sum and lse_s = log2 of that sum (plus
+ * its reference maximum); O = sum_s 2^(lse_s - lse) O_s with
+ * lse = log2 sum_s 2^lse_s.  Padded rows get o = 0, lse = -inf.
+ * Grid: ceil(R * ROWS / 4) blocks of 128 threads.
+ */
+extern "C" __global__ void __launch_bounds__(KDT_ATTN_MERGE_THREADS)
+kdt_verify_attn_merge(const kdt_verify_attn_params p)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t grow = (int64_t)blockIdx.x * (KDT_ATTN_MERGE_THREADS / 32)
+                         + (threadIdx.x >> 5);
+    const int R = p.n_requests;
+    if (grow >= (int64_t)R * ROWS)
+        return;
+    const int r = (int)(grow / ROWS), m = (int)(grow % ROWS);
+    const int nsplit = p.num_splits;
+    const int nn = min(max(p.n_nodes[r], 0), N_MAX);
+    uint2 *dst = (uint2 *)(p.o + grow * D_V);
+
+    const float *ws_lse = p.workspace + (int64_t)nsplit * R * ROWS * D_V;
+    float mx = kdt_neg_inf();
+    if (m < nn * H)
+        for (int s = lane; s < nsplit; s += 32)
+            mx = fmaxf(mx, ws_lse[((int64_t)s * R + r) * ROWS + m]);
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+
+    if (mx == kdt_neg_inf()) { /* padded row (or one that saw nothing) */
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            dst[lane + 32 * k] = make_uint2(0, 0);
+        if (p.lse && lane == 0)
+            p.lse[grow] = kdt_neg_inf();
+        return;
+    }
+    float acc[4][4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.f;
+    float wsum = 0.f;
+    for (int s = 0; s < nsplit; ++s) {
+        const int64_t srow = ((int64_t)s * R + r) * ROWS + m;
+        const float ls = ws_lse[srow];
+        if (ls == kdt_neg_inf())
+            continue;
+        const float w = kdt_exp2(ls - mx);
+        wsum += w;
+        const float4 *src = (const float4 *)(p.workspace + srow * D_V);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float4 v = src[lane + 32 * k];
+            acc[k][0] += w * v.x; acc[k][1] += w * v.y;
+            acc[k][2] += w * v.z; acc[k][3] += w * v.w;
+        }
+    }
+    const float inv = 1.f / wsum;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        dst[lane + 32 * k] =
+            make_uint2(kdt_pack_bf16x2(acc[k][0] * inv, acc[k][1] * inv),
+                       kdt_pack_bf16x2(acc[k][2] * inv, acc[k][3] * inv));
+    if (p.lse && lane == 0)
+        p.lse[grow] = (mx + kdt_log2(wsum)) * 0.6931471805599453f;
+}

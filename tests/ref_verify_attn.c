@@ -1,0 +1,141 @@
+/*
+ * ref_verify_attn.c: the CPU oracle for verify_attn.  Written straight
+ * from specs/kernels.md §3 with no tiling and no tricks, in double.
+ */
+#include "ref_verify_attn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define D_QK 576
+#define D_V 512
+
+uint16_t
+ref_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float
+ref_bf16_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint64_t
+ref_rand(uint64_t *seed)
+{
+    uint64_t x = *seed ? *seed : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *seed = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+float
+ref_randf(uint64_t *seed)
+{
+    return (float)((ref_rand(seed) >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+}
+
+void
+ref_random_tree_mask(uint32_t *mask, int32_t *parent, int n, int n_max,
+                     uint64_t *seed)
+{
+    int W = (n_max + 31) / 32;
+    int32_t *par = malloc(sizeof(int32_t) * (size_t)(n_max > 0 ? n_max : 1));
+    memset(mask, 0, sizeof(uint32_t) * (size_t)n_max * (size_t)W);
+    for (int i = 0; i < n_max; ++i) {
+        par[i] = (i == 0 || i >= n) ? -1 : (int)(ref_rand(seed) % (uint64_t)i);
+        uint32_t *row = mask + (size_t)i * W;
+        /* own bit, then the parent's row (already complete: parent < i) */
+        row[i / 32] |= 1u << (i % 32);
+        if (par[i] >= 0)
+            for (int w = 0; w < W; ++w)
+                row[w] |= mask[(size_t)par[i] * W + w];
+    }
+    if (parent)
+        memcpy(parent, par, sizeof(int32_t) * (size_t)n_max);
+    free(par);
+}
+
+void
+ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
+                const int32_t *block_table, const int32_t *past_len,
+                const int32_t *n_nodes, const uint32_t *anc_mask, int R,
+                int H, int n_max, int page, int max_pages, float scale)
+{
+    int W = (n_max + 31) / 32;
+    for (int r = 0; r < R; ++r) {
+        int past = past_len[r], nn = n_nodes[r];
+        int total = past + nn;
+        double *logit = malloc(sizeof(double) * (size_t)(total > 0 ? total : 1));
+        char *vis = malloc((size_t)(total > 0 ? total : 1));
+        /* the request's KV rows in logical order, as f32 (exact) */
+        float *c_all = malloc(sizeof(float) * (size_t)(total > 0 ? total : 1)
+                              * D_QK);
+        for (int pos = 0; pos < total; ++pos) {
+            int pg = block_table[(size_t)r * max_pages + pos / page];
+            const uint16_t *c = kv + ((size_t)pg * page + pos % page) * D_QK;
+            for (int k = 0; k < D_QK; ++k)
+                c_all[(size_t)pos * D_QK + k] = ref_bf16_to_f32(c[k]);
+        }
+        float qf[D_QK];
+        for (int i = 0; i < n_max; ++i) {
+            for (int h = 0; h < H; ++h) {
+                size_t row = ((size_t)r * n_max + i) * H + h;
+                float *orow = o + row * D_V;
+                if (i >= nn) {
+                    memset(orow, 0, sizeof(float) * D_V);
+                    if (lse)
+                        lse[row] = -INFINITY;
+                    continue;
+                }
+                for (int k = 0; k < D_QK; ++k)
+                    qf[k] = ref_bf16_to_f32(q[row * D_QK + k]);
+                const uint32_t *mrow = anc_mask + ((size_t)r * n_max + i) * W;
+                double mx = -INFINITY;
+                for (int pos = 0; pos < total; ++pos) {
+                    int j = pos - past;
+                    vis[pos] = pos < past || ((mrow[j / 32] >> (j % 32)) & 1u);
+                    if (!vis[pos])
+                        continue;
+                    const float *c = c_all + (size_t)pos * D_QK;
+                    double d = 0;
+                    for (int k = 0; k < D_QK; ++k)
+                        d += (double)qf[k] * (double)c[k];
+                    logit[pos] = (double)scale * d;
+                    if (logit[pos] > mx)
+                        mx = logit[pos];
+                }
+                double acc[D_V] = {0}, sum = 0;
+                for (int pos = 0; pos < total; ++pos) {
+                    if (!vis[pos])
+                        continue;
+                    const float *c = c_all + (size_t)pos * D_QK;
+                    double w = exp(logit[pos] - mx);
+                    sum += w;
+                    for (int k = 0; k < D_V; ++k)
+                        acc[k] += w * (double)c[k];
+                }
+                for (int k = 0; k < D_V; ++k)
+                    orow[k] = sum > 0 ? (float)(acc[k] / sum) : 0.f;
+                if (lse)
+                    lse[row] = sum > 0 ? (float)(mx + log(sum)) : -INFINITY;
+            }
+        }
+        free(logit);
+        free(vis);
+        free(c_all);
+    }
+}

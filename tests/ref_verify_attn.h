@@ -1,0 +1,48 @@
+/*
+ * ref_verify_attn.h: CPU reference of verify_attn (specs/kernels.md §3) and
+ * the small helpers its tests and the dev harness share (bf16 conversion,
+ * random trees with their ancestor masks).  Obviously right, not fast:
+ * double accumulation, one row at a time.
+ */
+#ifndef KDT_REF_VERIFY_ATTN_H
+#define KDT_REF_VERIFY_ATTN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bf16 <-> f32 (round to nearest even; NaN stays NaN). */
+uint16_t ref_f32_to_bf16(float f);
+float ref_bf16_to_f32(uint16_t b);
+
+/*
+ * o [R][n_max][H][512] and lse [R][n_max][H] (natural log) as f32, from
+ * q bf16 [R][n_max][H][576], kv bf16 [pages][page][576], block_table
+ * [R][max_pages], past_len [R], n_nodes [R], anc_mask [R][n_max][W].
+ * Row i of request r sees positions [0, past_len) and past_len + j for each
+ * bit j (< n_nodes) of its mask row; padded rows get o = 0, lse = -inf.
+ */
+void ref_verify_attn(float *o, float *lse, const uint16_t *q,
+                     const uint16_t *kv, const int32_t *block_table,
+                     const int32_t *past_len, const int32_t *n_nodes,
+                     const uint32_t *anc_mask, int R, int H, int n_max,
+                     int page, int max_pages, float scale);
+
+/* A random tree of n nodes (parent[i] < i, root 0) drawn with `*seed`,
+ * written as build_ddtree's anc_mask rows [n_max][W]: rows past n get their
+ * own bit only.  parent may be NULL. */
+void ref_random_tree_mask(uint32_t *mask, int32_t *parent, int n, int n_max,
+                          uint64_t *seed);
+
+/* xorshift64*: deterministic test data. */
+uint64_t ref_rand(uint64_t *seed);
+/* Uniform in [-1, 1). */
+float ref_randf(uint64_t *seed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KDT_REF_VERIFY_ATTN_H */

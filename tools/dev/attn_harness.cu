@@ -1,0 +1,290 @@
+/*
+ * attn_harness.cu: a standalone nvcc harness for verify_attn, for the GPU
+ * host before the library is there (it has no libtool/Check).  It includes
+ * the kernel source itself, so build one binary per shape:
+ *
+ *   nvcc -std=c++17 -O2 -arch=sm_90 -lineinfo -I kernels_src -I tests \
+ *        -DKDT_H=8 -DKDT_PAGE=64 -DKDT_N_MAX=65 \
+ *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
+ *
+ *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
+ *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
+ *
+ * SPLITS 0 means "what the library would pick" (same rule as
+ * src/kernel_verify_attn.c, repeated here).
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <vector>
+#include <algorithm>
+#include <cuda_runtime.h>
+
+#include "../../kernels_src/verify_attn.cu"
+#include "ref_verify_attn.h"
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
+            cudaGetErrorString(e_)); exit(2); } } while (0)
+
+static int sm_count;
+
+/* The library's rule (kernel_verify_attn.c): fewest splits within 5% of
+ * the best waves-per-split over 1..64, at least 8 KV tiles per split. */
+static int
+pick_splits(int R, int64_t cap)
+{
+    int64_t base = (int64_t)((ROWS + BM - 1) / BM) * R;
+    int64_t cap_tiles = (cap + BN - 1) / BN;
+    int smax = (int)std::min<int64_t>(KDT_ATTN_MAX_SPLITS,
+                                      std::max<int64_t>(1, cap_tiles / 8));
+    double best = 1e30;
+    std::vector<double> cost(smax + 1);
+    for (int s = 1; s <= smax; ++s) {
+        int64_t waves = (base * s + sm_count - 1) / sm_count;
+        cost[s] = (double)waves / s;
+        best = std::min(best, cost[s]);
+    }
+    for (int s = 1; s <= smax; ++s)
+        if (cost[s] <= best * 1.05)
+            return s;
+    return 1;
+}
+
+struct Problem {
+    int R, max_pages;
+    std::vector<int32_t> past, nn, bt;
+    std::vector<uint16_t> q, kv;
+    std::vector<uint32_t> mask;
+    int64_t n_pages;
+};
+
+static void
+make_problem(Problem &P, int R, const std::vector<int> &past,
+             const std::vector<int> &nn, uint64_t seed, int copies)
+{
+    P.R = R;
+    P.past.assign(past.begin(), past.end());
+    P.nn.assign(nn.begin(), nn.end());
+    int64_t cap = 0;
+    for (int r = 0; r < R; ++r)
+        cap = std::max<int64_t>(cap, past[r] + nn[r]);
+    P.max_pages = (int)std::max<int64_t>(1, (cap + PAGE - 1) / PAGE + 1);
+    P.n_pages = (int64_t)R * P.max_pages * copies;
+    /* a shuffled permutation of the physical pages */
+    std::vector<int32_t> perm(P.n_pages);
+    for (int64_t i = 0; i < P.n_pages; ++i)
+        perm[i] = (int32_t)i;
+    for (int64_t i = P.n_pages - 1; i > 0; --i)
+        std::swap(perm[i], perm[ref_rand(&seed) % (uint64_t)(i + 1)]);
+    P.bt.assign(perm.begin(), perm.end()); /* copies * [R][max_pages] */
+    P.kv.resize((size_t)P.n_pages * PAGE * D_QK);
+    for (auto &x : P.kv)
+        x = ref_f32_to_bf16(ref_randf(&seed));
+    P.q.resize((size_t)R * ROWS * D_QK);
+    for (auto &x : P.q)
+        x = ref_f32_to_bf16(ref_randf(&seed));
+    P.mask.resize((size_t)R * N_MAX * W);
+    for (int r = 0; r < R; ++r)
+        ref_random_tree_mask(&P.mask[(size_t)r * N_MAX * W], nullptr, nn[r],
+                             N_MAX, &seed);
+}
+
+struct Dev {
+    uint16_t *q, *kv, *o;
+    int32_t *bt, *past, *nn;
+    uint32_t *mask;
+    float *lse, *ws;
+    size_t ws_bytes;
+};
+
+static void
+upload(Dev &D, const Problem &P, int max_splits)
+{
+    int R = P.R;
+    CK(cudaMalloc(&D.q, P.q.size() * 2));
+    CK(cudaMalloc(&D.kv, P.kv.size() * 2));
+    CK(cudaMalloc(&D.o, (size_t)R * ROWS * D_V * 2));
+    CK(cudaMalloc(&D.bt, P.bt.size() * 4));
+    CK(cudaMalloc(&D.past, R * 4));
+    CK(cudaMalloc(&D.nn, R * 4));
+    CK(cudaMalloc(&D.mask, P.mask.size() * 4));
+    CK(cudaMalloc(&D.lse, (size_t)R * ROWS * 4));
+    D.ws_bytes = (size_t)max_splits * R * ROWS * (D_V + 1) * 4;
+    CK(cudaMalloc(&D.ws, D.ws_bytes));
+    CK(cudaMemcpy(D.q, P.q.data(), P.q.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.kv, P.kv.data(), P.kv.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.bt, P.bt.data(), P.bt.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.past, P.past.data(), R * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.nn, P.nn.data(), R * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.mask, P.mask.data(), P.mask.size() * 4,
+                  cudaMemcpyHostToDevice));
+}
+
+static void
+launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
+       cudaStream_t st)
+{
+    kdt_verify_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.q = D.q;
+    p.kv_cache = D.kv;
+    p.block_table = D.bt + (size_t)copy * P.R * P.max_pages;
+    p.past_len = D.past;
+    p.n_nodes = D.nn;
+    p.anc_mask = D.mask;
+    p.o = D.o;
+    p.lse = D.lse;
+    p.workspace = splits > 1 ? D.ws : nullptr;
+    p.n_requests = P.R;
+    p.max_pages = P.max_pages;
+    p.num_splits = splits;
+    p.scale = scale;
+    dim3 grid((ROWS + BM - 1) / BM, splits, P.R);
+    kdt_verify_attn<<<grid, NTHREADS, SMEM_BYTES, st>>>(p);
+    if (splits > 1) {
+        int64_t rows = (int64_t)P.R * ROWS;
+        int per = KDT_ATTN_MERGE_THREADS / 32;
+        kdt_verify_attn_merge<<<(unsigned)((rows + per - 1) / per),
+                                KDT_ATTN_MERGE_THREADS, 0, st>>>(p);
+    }
+}
+
+static int
+check(int argc, char **argv)
+{
+    int splits = atoi(argv[2]);
+    float scale = (float)atof(argv[3]);
+    uint64_t seed = strtoull(argv[4], 0, 10);
+    std::vector<int> past, nn;
+    for (int i = 5; i < argc; ++i) {
+        int a, b;
+        sscanf(argv[i], "%d:%d", &a, &b);
+        past.push_back(a);
+        nn.push_back(b);
+    }
+    int R = (int)past.size();
+    Problem P;
+    make_problem(P, R, past, nn, seed, 1);
+    if (splits == 0)
+        splits = pick_splits(R, (int64_t)P.max_pages * PAGE);
+    Dev D;
+    upload(D, P, std::max(splits, 1));
+    /* poison: NaN everywhere, so an unwritten element fails */
+    CK(cudaMemset(D.o, 0xff, (size_t)R * ROWS * D_V * 2));
+    CK(cudaMemset(D.lse, 0xff, (size_t)R * ROWS * 4));
+    CK(cudaMemset(D.ws, 0xff, D.ws_bytes));
+    launch(D, P, splits, 0, scale, 0);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<uint16_t> o((size_t)R * ROWS * D_V);
+    std::vector<float> lse((size_t)R * ROWS);
+    CK(cudaMemcpy(o.data(), D.o, o.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(lse.data(), D.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> ro(o.size()), rl(lse.size());
+    ref_verify_attn(ro.data(), rl.data(), P.q.data(), P.kv.data(),
+                    P.bt.data(), P.past.data(), P.nn.data(), P.mask.data(),
+                    R, H, N_MAX, PAGE, P.max_pages, scale);
+    /* tolerance: see tests/gpu_verify_attn.c (2^-8 (|ref| + max|v|)) */
+    double maxerr = 0, num = 0, den = 0, lmax = 0;
+    long bad = 0;
+    for (size_t i = 0; i < o.size(); ++i) {
+        double g = ref_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
+        num += e * e;
+        den += (double)ro[i] * ro[i];
+        if (!(e <= (fabs(ro[i]) + 1.0) / 256.0)) {
+            if (bad < 5)
+                fprintf(stderr, "  o[%zu] (row %zu col %zu) gpu %g ref %g\n",
+                        i, i / D_V, i % D_V, g, ro[i]);
+            ++bad;
+        }
+        if (e > maxerr || e != e)
+            maxerr = e;
+    }
+    for (size_t i = 0; i < lse.size(); ++i) {
+        bool ok;
+        if (std::isinf(rl[i]))
+            ok = std::isinf(lse[i]) && lse[i] < 0;
+        else
+            ok = fabs(lse[i] - rl[i]) <= 2e-3 * (1 + fabs(rl[i]));
+        if (!ok) {
+            if (bad < 10)
+                fprintf(stderr, "  lse[%zu] gpu %g ref %g\n", i, lse[i], rl[i]);
+            ++bad;
+        }
+        if (!std::isinf(rl[i]))
+            lmax = std::max(lmax, (double)fabs(lse[i] - rl[i]));
+    }
+    printf("check H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", H, PAGE,
+           N_MAX, R, splits, scale);
+    for (int r = 0; r < R; ++r)
+        printf(" %d:%d", past[r], nn[r]);
+    printf("  maxerr %.3g rel %.3g lse %.3g  %s\n", maxerr,
+           sqrt(num / (den > 0 ? den : 1)), lmax, bad ? "FAIL" : "ok");
+    return bad ? 1 : 0;
+}
+
+static int
+bench(int argc, char **argv)
+{
+    int R = atoi(argv[2]), past = atoi(argv[3]);
+    std::vector<int> pv(R, past), nv(R, N_MAX);
+    double kv_bytes = (double)R * (past + N_MAX) * D_QK * 2;
+    int copies = (int)std::min(8.0, std::max(1.0, ceil(400e6 / kv_bytes)));
+    Problem P;
+    make_problem(P, R, pv, nv, 1234, copies);
+    Dev D;
+    upload(D, P, KDT_ATTN_MAX_SPLITS);
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    double flops = (double)R * N_MAX * H * past * 2176.0;
+    float scale = 0.0722f;
+    for (int i = 4; i < argc; ++i) {
+        int splits = atoi(argv[i]);
+        if (splits == 0)
+            splits = pick_splits(R, (int64_t)P.max_pages * PAGE);
+        for (int w = 0; w < 3; ++w)
+            launch(D, P, splits, w % copies, scale, st);
+        CK(cudaGetLastError());
+        std::vector<float> ts;
+        for (int it = 0; it < 15; ++it) {
+            int reps = 4;
+            CK(cudaEventRecord(a, st));
+            for (int k = 0; k < reps; ++k)
+                launch(D, P, splits, (it * reps + k) % copies, scale, st);
+            CK(cudaEventRecord(b, st));
+            CK(cudaEventSynchronize(b));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, a, b));
+            ts.push_back(ms * 1000.f / reps);
+        }
+        CK(cudaGetLastError());
+        std::sort(ts.begin(), ts.end());
+        double us = ts[ts.size() / 2];
+        printf("bench H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
+               " %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
+               H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
+               R, us, flops / us * 1e-6, flops / us * 1e-6 / 9.89);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    CK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaFuncSetAttribute(kdt_verify_attn,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            SMEM_BYTES));
+    if (argc >= 6 && !strcmp(argv[1], "check"))
+        return check(argc, argv);
+    if (argc >= 5 && !strcmp(argv[1], "bench"))
+        return bench(argc, argv);
+    fprintf(stderr, "usage: see the comment at the top\n");
+    return 2;
+}
