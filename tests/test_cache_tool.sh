@@ -1,0 +1,153 @@
+#!/bin/sh
+# test_cache_tool.sh: tools/kdtree-cache end to end on a private cache:
+# usage errors, populate (compile-only through kdtree_compile), list,
+# explain (a hit, and misses that name the differing field), verify and gc
+# on a corrupted entry, eviction by gc --max-bytes, clear, --all with a
+# read-only layer, and the exit codes scripts rely on.  Skips (77) when
+# NVRTC is unavailable (populate is how entries are made).
+set -u
+tool=${top_builddir:-.}/tools/kdtree-cache
+if [ ! -x "$tool" ]; then
+    echo "test_cache_tool: $tool is not built" >&2
+    exit 99
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kdt-tool.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+mkdir -m 700 "$tmp/run"
+KDTREE_CACHE_DIR=$tmp/user
+KDTREE_CACHE_PREBUILT_DIR=
+XDG_RUNTIME_DIR=$tmp/run
+export KDTREE_CACHE_DIR KDTREE_CACHE_PREBUILT_DIR XDG_RUNTIME_DIR
+unset KDTREE_CACHE KDTREE_CACHE_PATH KDTREE_CACHE_MAX_BYTES
+
+fail() {
+    echo "FAIL: $*" >&2
+    echo "--- last output:" >&2
+    cat "$tmp/out" >&2
+    exit 1
+}
+# expect RC COMMAND...: runs it into $tmp/out and checks the exit code.
+expect() {
+    want=$1
+    shift
+    "$@" >"$tmp/out" 2>&1
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "$* exited $rc, wanted $want"
+}
+has() {
+    grep -q -- "$1" "$tmp/out" || fail "no '$1' in the output"
+}
+
+expect 2 "$tool"
+expect 2 "$tool" frobnicate
+expect 2 "$tool" list --bogus
+expect 0 "$tool" --help
+has "populate"
+
+# An empty (absent) cache is fine.
+expect 0 "$tool" list
+has "0 entries"
+expect 0 "$tool" verify
+
+"$tool" populate --arch sm_90 tree_accept >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ]; then
+    if grep -q "NO_COMPILER" "$tmp/out"; then
+        echo "test_cache_tool: NVRTC unavailable: skipped"
+        exit 77
+    fi
+    fail "populate exited $rc"
+fi
+has "compiled"
+expect 0 "$tool" populate --arch sm_90 tree_accept
+has "already cached"
+expect 2 "$tool" populate --arch sm_90 no_such_kernel
+expect 2 "$tool" populate --arch sm_1 tree_accept
+
+expect 0 "$tool" list
+has "tree_accept .*sm_90 .*cubin"
+has "tree_accept .*sm_90 .*alias"
+expect 0 "$tool" verify
+has "0 bad"
+
+# explain: a hit, then misses that name the field.
+expect 0 "$tool" explain tree_accept --arch sm_90
+has "^hit: "
+expect 1 "$tool" explain tree_accept --arch sm_120
+has "^miss: nearest entry"
+has "target:"
+has "wanted: sm_120"
+expect 1 "$tool" explain tree_accept --arch sm_90 --nvrtc "0.0 test build"
+has "nvrtc:"
+has "wanted: 0.0 test build"
+shape=$("$tool" list | awk '$2 == "tree_accept" && $5 == "cubin" { print $3; exit }')
+other=$(echo "$shape" | sed 's/N_MAX=[0-9]*/N_MAX=33/')
+if [ "$other" != "$shape" ]; then
+    expect 1 "$tool" explain tree_accept "$other" --arch sm_90
+    has "constants:"
+fi
+expect 2 "$tool" explain no_such_kernel
+
+# A corrupted entry: verify says so (exit 1), explain reports it rejected,
+# gc removes it, verify is clean again.
+cubin=$(ls "$tmp/user/v1/"*.kdt | while read -r f; do
+    if "$tool" list | grep -q "^$(basename "$f" | cut -c1-12) .*cubin"; then
+        echo "$f"
+        break
+    fi
+done)
+[ -n "$cubin" ] || fail "no cubin entry found"
+printf 'X' | dd of="$cubin" bs=1 seek=100 conv=notrunc 2>/dev/null
+expect 1 "$tool" verify
+has "^bad: .*checksum"
+expect 1 "$tool" explain tree_accept --arch sm_90
+has "exists but is rejected"
+expect 0 "$tool" gc
+has "1 bad entries"
+expect 0 "$tool" verify
+
+# The library's own lookup replaces it (populate recompiles).
+expect 0 "$tool" populate --arch sm_90 tree_accept
+has "compiled"
+
+# A stale temp file of a dead writer is swept by gc.
+hex=$(basename "$cubin" .kdt)
+host=$(hostname | tr -cd 'A-Za-z0-9-' | cut -c1-40)
+[ -n "$host" ] || host=host
+sh -c 'exit 0' &
+deadpid=$!
+wait "$deadpid"
+: >"$tmp/user/v1/.$hex.$deadpid.0.$host.tmp"
+expect 0 "$tool" gc
+has "1 stale temp files"
+
+# --all shows a read-only layer as well.
+mkdir -p "$tmp/layer"
+cp -r "$tmp/user/v1" "$tmp/layer/"
+KDTREE_CACHE_PATH=$tmp/layer
+export KDTREE_CACHE_PATH
+expect 0 "$tool" list --all
+has "$tmp/layer"
+unset KDTREE_CACHE_PATH
+
+# Eviction to a cap, then clear.
+expect 0 "$tool" populate --arch sm_120 tree_accept
+expect 0 "$tool" gc --max-bytes 1
+has "evicted"
+expect 0 "$tool" list
+has "0 entries"
+expect 0 "$tool" populate --arch sm_90 tree_accept
+expect 0 "$tool" clear
+has "removed 2 entries"
+expect 0 "$tool" list
+has "0 entries"
+
+# --dir overrides the directory; KDTREE_CACHE=off leaves none (exit 3).
+expect 0 "$tool" --dir "$tmp/elsewhere" populate --arch sm_90 tree_accept
+[ -n "$(ls "$tmp/elsewhere/v1/"*.kdt 2>/dev/null)" ] || fail "--dir ignored"
+KDTREE_CACHE=off
+export KDTREE_CACHE
+expect 3 "$tool" list
+expect 3 "$tool" clear
+echo "test_cache_tool: ok"
+exit 0
