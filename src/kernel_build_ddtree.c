@@ -1,0 +1,126 @@
+/*
+ * kernel_build_ddtree.c: the build_ddtree kernel's registry definition and
+ * its launch function kdtree_build_ddtree() (specs/kernels.md §2).
+ */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "error.h"
+#include "kdt_params.h"
+#include "kdtree.h"
+#include "kernels.h"
+#include "runtime.h"
+#include "validate.h"
+
+/* Must match kernels_src/build_ddtree.cu: THREADS and SMEM_BYTES (the
+ * request's log-probs, two float and seven int16 arrays of N_MAX). */
+#define BD_THREADS 256
+#define BD_MAX_LK 16384 /* L*K floats: 64 KiB, so that all fits 99 KiB */
+
+static unsigned
+bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
+{
+    return (unsigned)(4 * L * K + 8 * n_max + ((14 * n_max + 15) & ~15));
+}
+
+static int
+bd_check(const int64_t *vals)
+{
+    if (vals[0] * vals[1] > BD_MAX_LK)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "build_ddtree: L*K = %lld exceeds %d (the "
+                        "request's log-probs are kept in shared memory)",
+                        (long long)(vals[0] * vals[1]), BD_MAX_LK);
+    return KDTREE_OK;
+}
+
+static const char *const bd_headers[] = {"kdt_params.h", NULL};
+static const char *const bd_functions[] = {"kdt_build_ddtree", NULL};
+
+const kdt_kernel_def kdt_def_build_ddtree = {
+    .name = "build_ddtree",
+    .source = "build_ddtree.cu",
+    .headers = bd_headers,
+    .functions = bd_functions,
+    .n_consts = 3,
+    .consts =
+        {
+            /* Draft depths (with the rule L*K <= 16384). */
+            {"L", 1, 1024, NULL},
+            /* Candidates per depth. */
+            {"K", 1, 1024, NULL},
+            /* Rows per tree, root included: B_MAX + 1. */
+            {"N_MAX", 1, 1025, NULL},
+        },
+    .check = bd_check,
+    .default_shape = "L=15,K=64,N_MAX=65",
+};
+
+KDT_EXPORT int32_t
+kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
+                    uint64_t parent, uint64_t depth, uint64_t position,
+                    uint64_t first_child, uint64_t next_sibling,
+                    uint64_t score, uint64_t anc_mask, uint64_t lp,
+                    uint64_t ids, uint64_t budget, uint64_t depth_limit,
+                    uint64_t root_token, uint64_t past_len,
+                    int32_t n_requests, int32_t L, int32_t k, int32_t n_max,
+                    void *stream)
+{
+    static const char fn[] = "kdtree_build_ddtree";
+    int st;
+    kdt_clear_error();
+    if ((st = kdt_check_runtime(rt, fn)) ||
+        (st = kdt_check_ptr(fn, "n_nodes", n_nodes, 4)) ||
+        (st = kdt_check_ptr(fn, "token", token, 4)) ||
+        (st = kdt_check_ptr(fn, "parent", parent, 4)) ||
+        (st = kdt_check_ptr(fn, "depth", depth, 4)) ||
+        (st = kdt_check_ptr(fn, "position", position, 4)) ||
+        (st = kdt_check_ptr(fn, "first_child", first_child, 4)) ||
+        (st = kdt_check_ptr(fn, "next_sibling", next_sibling, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "score", score, 4)) ||
+        (st = kdt_check_ptr(fn, "anc_mask", anc_mask, 4)) ||
+        (st = kdt_check_ptr(fn, "lp", lp, 4)) ||
+        (st = kdt_check_ptr(fn, "ids", ids, 4)) ||
+        (st = kdt_check_ptr(fn, "budget", budget, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "depth_limit", depth_limit, 4)) ||
+        (st = kdt_check_ptr(fn, "root_token", root_token, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "past_len", past_len, 4)) ||
+        (st = kdt_check_arg(fn, "n_requests", n_requests, 1, INT32_MAX)))
+        return st;
+    int64_t vals[3] = {L, k, n_max};
+    if ((st = kdt_kernel_check(KDT_KERNEL_BUILD_DDTREE, vals)))
+        return st;
+    kdt_loaded *m = kdt_runtime_find(rt, KDT_KERNEL_BUILD_DDTREE, vals);
+    if (!m) {
+        st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals);
+        if (st)
+            return st;
+    }
+    unsigned smem = bd_smem_bytes(L, k, n_max);
+    if ((int64_t)smem > m->max_dynamic_smem)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "%s: L=%d, K=%d, N_MAX=%d need %u bytes of shared "
+                        "memory; this device allows %d",
+                        fn, L, k, n_max, smem, m->max_dynamic_smem);
+    kdt_build_ddtree_params p = {
+        .lp = (const float *)(uintptr_t)lp,
+        .ids = (const int32_t *)(uintptr_t)ids,
+        .budget = (const int32_t *)(uintptr_t)budget,
+        .depth_limit = (const int32_t *)(uintptr_t)depth_limit,
+        .root_token = (const int32_t *)(uintptr_t)root_token,
+        .past_len = (const int32_t *)(uintptr_t)past_len,
+        .n_nodes = (int32_t *)(uintptr_t)n_nodes,
+        .token = (int32_t *)(uintptr_t)token,
+        .parent = (int32_t *)(uintptr_t)parent,
+        .depth = (int32_t *)(uintptr_t)depth,
+        .position = (int32_t *)(uintptr_t)position,
+        .first_child = (int32_t *)(uintptr_t)first_child,
+        .next_sibling = (int32_t *)(uintptr_t)next_sibling,
+        .score = (float *)(uintptr_t)score,
+        .anc_mask = (uint32_t *)(uintptr_t)anc_mask,
+        .n_requests = n_requests,
+    };
+    return kdt_launch(rt, m->fn[0], (unsigned)n_requests, 1, 1, BD_THREADS,
+                      smem, stream, &p);
+}
