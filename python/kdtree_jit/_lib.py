@@ -1,0 +1,193 @@
+"""Finding and loading libkdtree through cffi's ABI mode.
+
+The cdef is not written here: it is the region of ``kdtree.h`` between the
+``KDTREE_CDEF_BEGIN`` and ``KDTREE_CDEF_END`` markers, with comments
+stripped, so the C header stays the one source of truth.  The header is
+found, in order, at ``$KDTREE_HEADER``, in this package (copied there when
+the package is built), in the source tree this package sits in, or in the
+include directory beside the loaded library.
+
+The library is found at ``$KDTREE_LIBRARY``, in the build tree
+(``$KDTREE_BUILD_DIR/.libs`` or the checkout this package sits in), or
+where the dynamic loader finds ``libkdtree.so.1``.
+"""
+
+import ctypes.util
+import os
+import re
+import threading
+
+#: The KDTREE_ABI_VERSION this binding was written against.  The loaded
+#: library must report the same from kdtree_abi_version().
+EXPECTED_ABI = 1
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SRC_ROOT = os.path.dirname(os.path.dirname(_HERE))  # python/kdtree_jit -> repo
+_BEGIN = "/* KDTREE_CDEF_BEGIN */"
+_END = "/* KDTREE_CDEF_END */"
+
+
+class LibraryNotFound(ImportError):
+    """No libkdtree could be found or loaded; the message lists where it
+    was looked for."""
+
+
+class AbiMismatch(ImportError):
+    """The loaded libkdtree was built for another ABI than this binding."""
+
+
+def extract_cdef(header_text):
+    """The cffi cdef held by a kdtree.h: its marked region, without
+    comments.  Raises ValueError when the markers are missing."""
+    begin = header_text.find(_BEGIN)
+    end = header_text.find(_END)
+    if begin < 0 or end < 0 or end < begin:
+        raise ValueError("kdtree.h has no %s ... %s region" % (_BEGIN, _END))
+    region = header_text[begin + len(_BEGIN):end]
+    region = re.sub(r"/\*.*?\*/", " ", region, flags=re.S)
+    region = re.sub(r"//[^\n]*", "", region)
+    return region
+
+
+def declared_functions(cdef):
+    """Names of the functions a cdef declares (for the sync test)."""
+    return re.findall(r"\b(kdtree_\w+)\s*\(", cdef)
+
+
+def header_abi_version(header_text):
+    m = re.search(r"#define\s+KDTREE_ABI_VERSION\s+(\d+)", header_text)
+    return int(m.group(1)) if m else None
+
+
+def header_candidates(library_path=None):
+    out = []
+    env = os.environ.get("KDTREE_HEADER")
+    if env:
+        out.append(env)
+    out.append(os.path.join(_HERE, "kdtree.h"))
+    out.append(os.path.join(_SRC_ROOT, "src", "kdtree.h"))
+    if library_path:
+        libdir = os.path.dirname(os.path.realpath(library_path))
+        # <prefix>/lib[/triplet]/libkdtree.so -> <prefix>/include
+        for up in ("..", os.path.join("..", "..")):
+            out.append(os.path.normpath(os.path.join(libdir, up, "include",
+                                                      "kdtree.h")))
+        # The build tree: <builddir>/.libs/libkdtree.so -> srcdir unknown;
+        # a configure'd tree has it at <builddir>/../src only in-tree.
+        out.append(os.path.normpath(os.path.join(libdir, "..", "src",
+                                                 "kdtree.h")))
+    out += ["/usr/local/include/kdtree.h", "/usr/include/kdtree.h"]
+    return out
+
+
+def library_candidates():
+    out = []
+    env = os.environ.get("KDTREE_LIBRARY")
+    if env:
+        return [env]  # an explicit choice is never second-guessed
+    build = os.environ.get("KDTREE_BUILD_DIR")
+    if build:
+        out.append(os.path.join(build, ".libs", "libkdtree.so"))
+    out.append(os.path.join(_SRC_ROOT, ".libs", "libkdtree.so"))
+    found = ctypes.util.find_library("kdtree")
+    if found:
+        out.append(found)
+    out += ["libkdtree.so.1", "libkdtree.so"]
+    return out
+
+
+class _Loaded(object):
+    def __init__(self, ffi, lib, library_path, header_path, cdef):
+        self.ffi = ffi
+        self.lib = lib
+        self.library_path = library_path
+        self.header_path = header_path
+        self.cdef = cdef
+
+
+_lock = threading.Lock()
+_loaded = None
+
+
+def _read_header(library_path):
+    tried = []
+    for path in header_candidates(library_path):
+        if path in tried:
+            continue
+        tried.append(path)
+        if os.path.isfile(path):
+            with open(path) as f:
+                return path, f.read()
+    raise LibraryNotFound(
+        "kdtree_jit: kdtree.h (the source of the binding's declarations) "
+        "was not found; looked at: %s.  Set KDTREE_HEADER to its path."
+        % ", ".join(tried))
+
+
+def load(library=None, header=None):
+    """Loads libkdtree (once per process) and returns the loaded binding
+    (``.ffi``, ``.lib``, ``.library_path``, ``.header_path``).  With
+    explicit paths, loads those afresh (tests)."""
+    global _loaded
+    if _loaded is not None and library is None and header is None:
+        return _loaded
+    with _lock:
+        if _loaded is not None and library is None and header is None:
+            return _loaded
+        try:
+            import cffi
+        except ImportError as e:
+            raise ImportError("kdtree_jit needs cffi (pip install cffi): %s"
+                              % e)
+        ffi = cffi.FFI()
+        lib = None
+        errors = []
+        for path in ([library] if library else library_candidates()):
+            if os.sep in path and not os.path.exists(path):
+                errors.append("%s (no such file)" % path)
+                continue
+            try:
+                handle = ffi.dlopen(path)
+            except OSError as e:
+                errors.append("%s (%s)" % (path, str(e).splitlines()[0]))
+                continue
+            lib, library_path = handle, path
+            break
+        if lib is None:
+            raise LibraryNotFound(
+                "kdtree_jit: libkdtree could not be loaded; tried: %s.  Build "
+                "it (./configure && make) and set KDTREE_LIBRARY to "
+                ".libs/libkdtree.so, or install it." % "; ".join(errors))
+        if header:
+            with open(header) as f:
+                header_path, text = header, f.read()
+        else:
+            header_path, text = _read_header(
+                library_path if os.sep in library_path else None)
+        cdef = extract_cdef(text)
+        ffi.cdef(cdef)
+        # Only now can functions be resolved: check the ABI before anything
+        # else is called.
+        try:
+            abi = int(lib.kdtree_abi_version())
+        except AttributeError:
+            raise AbiMismatch("kdtree_jit: %s does not export "
+                              "kdtree_abi_version(); it is not libkdtree"
+                              % library_path)
+        if abi != EXPECTED_ABI:
+            raise AbiMismatch(
+                "kdtree_jit: %s has ABI version %d but this kdtree_jit was "
+                "written for ABI version %d; install matching versions of "
+                "libkdtree and the Python package" % (library_path, abi,
+                                                       EXPECTED_ABI))
+        hdr_abi = header_abi_version(text)
+        if hdr_abi is not None and hdr_abi != abi:
+            raise AbiMismatch(
+                "kdtree_jit: the header %s declares ABI version %d but the "
+                "library %s has %d; point KDTREE_HEADER at the header the "
+                "library was built from" % (header_path, hdr_abi,
+                                             library_path, abi))
+        loaded = _Loaded(ffi, lib, library_path, header_path, cdef)
+        if library is None and header is None:
+            _loaded = loaded
+        return loaded

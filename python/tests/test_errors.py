@@ -1,0 +1,262 @@
+"""Every error path of the binding and its message.  Host tests: the
+argument checks run against stand-in arrays and a runtime whose handle is
+NULL, so nothing reaches a device."""
+import pytest
+
+import _util
+import kdtree_jit
+from _util import FakeArray as A
+
+
+def rt():
+    return _util.offline_runtime()
+
+
+# ---- library-level functions ----------------------------------------------
+
+def test_kdtree_error_carries_status_name_and_detail():
+    with pytest.raises(kdtree_jit.KdtreeError) as info:
+        kdtree_jit.compile("no_such_kernel", "sm_90", N_MAX=65)
+    e = info.value
+    assert e.status == -4
+    assert e.name == "KDTREE_ERROR_UNKNOWN_KERNEL"
+    assert e.function == "kdtree_compile"
+    assert "no_such_kernel" in e.detail
+    assert str(e).startswith("kdtree_compile: KDTREE_ERROR_UNKNOWN_KERNEL: ")
+
+
+def test_shape_outside_range_names_the_constant():
+    with pytest.raises(kdtree_jit.KdtreeError,
+                       match=r"KDTREE_ERROR_SHAPE: .*N_MAX.*1\.\.1025"):
+        kdtree_jit.compile("tree_accept", "sm_90", N_MAX=5000, L=15)
+
+
+def test_shape_that_does_not_parse():
+    with pytest.raises(kdtree_jit.KdtreeError,
+                       match="KDTREE_ERROR_UNKNOWN_KERNEL"):
+        kdtree_jit.compile("tree_accept", "sm_90", "N_MAX=65,,L=")
+
+
+def test_unknown_arch():
+    with pytest.raises(kdtree_jit.KdtreeError, match="KDTREE_ERROR_ARCH"):
+        kdtree_jit.compile("tree_accept", "sm_1", N_MAX=65, L=15)
+
+
+def test_compile_argument_types():
+    with pytest.raises(TypeError, match="not both"):
+        kdtree_jit.compile("tree_accept", "sm_90", "N_MAX=65,L=15", L=15)
+    with pytest.raises(TypeError, match="no shape"):
+        kdtree_jit.compile("tree_accept", "sm_90")
+    with pytest.raises(TypeError, match="kernel and arch must be str"):
+        kdtree_jit.compile(3, "sm_90", N_MAX=65, L=15)
+    with pytest.raises(TypeError, match="shape must be a str"):
+        kdtree_jit.compile("tree_accept", "sm_90", 65)
+
+
+def test_unknown_kernel_in_queries():
+    with pytest.raises(ValueError, match="no kernel named 'nope'; there are "
+                                         "draft_topk, build_ddtree"):
+        kdtree_jit.kernel_constants("nope")
+    with pytest.raises(ValueError, match="no kernel named"):
+        kdtree_jit.default_shape("nope")
+    with pytest.raises(TypeError, match="kernel must be a str"):
+        kdtree_jit.default_shape(None)
+
+
+def test_runtime_without_a_device():
+    if _util.gpu_runtime() is not None:
+        pytest.skip("a GPU is present")
+    with pytest.raises(kdtree_jit.KdtreeError) as info:
+        kdtree_jit.Runtime(0)
+    assert info.value.name in ("KDTREE_ERROR_NO_DRIVER",
+                               "KDTREE_ERROR_NO_DEVICE", "KDTREE_ERROR_CUDA")
+    assert info.value.detail
+
+
+def test_runtime_device_type():
+    with pytest.raises(TypeError, match="Runtime: device must be an int"):
+        kdtree_jit.Runtime("cuda:0")
+
+
+def test_closed_runtime():
+    r = rt()
+    r._rt = None
+    with pytest.raises(ValueError, match="the runtime was closed"):
+        r.prepare("tree_accept", N_MAX=65, L=15)
+
+
+def test_null_runtime_reaches_the_library_and_is_refused():
+    # Everything Python checks is right; the library must refuse the NULL
+    # runtime itself, naming it.
+    r = rt()
+    N, L = 65, 15
+    with pytest.raises(kdtree_jit.KdtreeError,
+                       match="KDTREE_ERROR_INVALID_ARGUMENT") as info:
+        r.tree_accept(A((2, N)), A((2, N)), A((2, N)), A((2,)), A((2, N)),
+                      L=L, out=(A((2,)), A((2, L + 1)), A((2, L + 1)),
+                                A((2,))), stream=0)
+    assert info.value.function == "kdtree_tree_accept"
+
+
+# ---- array checks -----------------------------------------------------------
+
+def test_not_an_array():
+    with pytest.raises(TypeError, match=r"tree_accept: token must be a CUDA "
+                                        r"array, got a list, not a CUDA "
+                                        r"tensor or an object with "
+                                        r"__cuda_array_interface__"):
+        rt().tree_accept([1, 2], A((1, 3)), A((1, 3)), A((1,)), A((1, 3)),
+                         L=2, stream=0)
+
+
+def test_wrong_dtype():
+    with pytest.raises(TypeError, match="tree_accept: target must be int32, "
+                                        "got float32"):
+        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+                         A((1, 3), "<f4"), L=2, stream=0)
+    with pytest.raises(TypeError, match="draft_topk: logits must be float32 "
+                                        "or bfloat16, got int32"):
+        rt().draft_topk(A((4, 100)), k=8, stream=0)
+    with pytest.raises(TypeError, match="<f8"):
+        rt().draft_topk(A((4, 100), "<f8"), k=8, stream=0)
+
+
+def test_wrong_shape():
+    with pytest.raises(ValueError, match=r"tree_accept: first_child must have "
+                                         r"shape \[2, 65\], got \[2, 64\]"):
+        rt().tree_accept(A((2, 65)), A((2, 64)), A((2, 65)), A((2,)),
+                         A((2, 65)), L=15, stream=0)
+    with pytest.raises(ValueError, match=r"n_nodes must have shape \[2\], "
+                                         r"got \[3\]"):
+        rt().tree_accept(A((2, 65)), A((2, 65)), A((2, 65)), A((3,)),
+                         A((2, 65)), L=15, stream=0)
+    with pytest.raises(ValueError, match=r"token must have shape \[\?, \?\]"):
+        rt().tree_accept(A((65,)), A((65,)), A((65,)), A((1,)), A((65,)),
+                         L=15, stream=0)
+    with pytest.raises(ValueError, match=r"draft_topk: logits must have "
+                                         r"shape \[\.\.\., V\]"):
+        rt().draft_topk(A((100,), "<f4"), k=8, stream=0)
+
+
+def test_not_contiguous():
+    # [2, 65] int32 with a row stride of 66 elements: a slice.
+    with pytest.raises(ValueError, match="next_sibling must be contiguous"):
+        rt().tree_accept(A((2, 65)), A((2, 65)),
+                         A((2, 65), strides=(66 * 4, 4)), A((2,)),
+                         A((2, 65)), L=15, stream=0)
+
+
+def test_contiguous_strides_are_accepted():
+    # Explicit C strides are as good as none; the NULL runtime then stops it.
+    with pytest.raises(kdtree_jit.KdtreeError, match="INVALID_ARGUMENT"):
+        rt().tree_accept(A((2, 65), strides=(65 * 4, 4)), A((2, 65)),
+                         A((2, 65)), A((2,)), A((2, 65)), L=15,
+                         out=(A((2,)), A((2, 16)), A((2, 16)), A((2,))),
+                         stream=0)
+
+
+def test_wrong_device():
+    class OnDevice1(A):
+        class device(object):
+            id = 1
+    with pytest.raises(ValueError, match="tree_accept: token is on CUDA "
+                                         "device 1, the runtime on 0"):
+        rt().tree_accept(OnDevice1((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+                         A((1, 3)), L=2, stream=0)
+
+
+def test_out_checks():
+    with pytest.raises(TypeError, match=r"tree_accept: out must be a tuple "
+                                        r"of 4 arrays \(accept_len, "
+                                        r"accept_idx, accept_token, bonus\)"):
+        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+                         A((1, 3)), L=2, out=(A((1,)),), stream=0)
+    with pytest.raises(ValueError, match=r"out.accept_idx must have shape "
+                                         r"\[1, 3\], got \[1, 2\]"):
+        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+                         A((1, 3)), L=2,
+                         out=(A((1,)), A((1, 2)), A((1, 3)), A((1,))),
+                         stream=0)
+    with pytest.raises(TypeError, match="out.lp must be float32"):
+        rt().draft_topk(A((4, 100), "<f4"), k=8,
+                        out=(A((4, 8)), A((4, 8))), stream=0)
+
+
+def test_int_arguments():
+    with pytest.raises(TypeError, match="tree_accept: L must be an int, "
+                                        "got float"):
+        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+                         A((1, 3)), L=2.0, stream=0)
+    with pytest.raises(TypeError, match="draft_topk: k must be an int"):
+        rt().draft_topk(A((4, 100), "<f4"), k="8", stream=0)
+    with pytest.raises(TypeError, match="build_ddtree: n_max must be an int"):
+        rt().build_ddtree(A((1, 15, 8), "<f4"), A((1, 15, 8)), A((1,)),
+                          A((1,)), n_max=None, stream=0)
+
+
+def test_stream_types():
+    with pytest.raises(TypeError, match="stream must be None, an int handle"):
+        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+                         A((1, 3)), L=2,
+                         out=(A((1,)), A((1, 3)), A((1, 3)), A((1,))),
+                         stream="default")
+
+
+def test_build_ddtree_checks():
+    r = rt()
+    with pytest.raises(ValueError, match=r"build_ddtree: ids must have shape "
+                                         r"\[2, 15, 8\], got \[2, 15, 4\]"):
+        r.build_ddtree(A((2, 15, 8), "<f4"), A((2, 15, 4)), A((2,)), A((2,)),
+                       n_max=65, stream=0)
+    with pytest.raises(ValueError, match=r"build_ddtree: lp must have shape "
+                                         r"\[\?, \?, \?\], got \[30, 8\]"):
+        r.build_ddtree(A((30, 8), "<f4"), A((30, 8)), A((2,)), A((2,)),
+                       n_max=65, stream=0)
+    with pytest.raises(ValueError, match="past_len must have shape"):
+        r.build_ddtree(A((2, 15, 8), "<f4"), A((2, 15, 8)), A((2,)), A((2,)),
+                       n_max=65, past_len=A((1,)), stream=0)
+    with pytest.raises(TypeError, match="out.anc_mask must be int32 or uint32"):
+        W = 3
+        r.build_ddtree(A((2, 15, 8), "<f4"), A((2, 15, 8)), A((2,)), A((2,)),
+                       n_max=65, stream=0,
+                       out=(A((2,)),) + (A((2, 65)),) * 6 + (None,) +
+                           (A((2, 65, W), "<f4"),))
+
+
+def test_verify_attn_checks():
+    r = rt()
+    bf = "<u2"  # bf16 storage through __cuda_array_interface__
+    R, N, H, P = 1, 65, 8, 64
+    args = dict(q=A((R, N, H, 576), bf), kv_cache=A((10, P, 576), bf),
+                block_table=A((R, 10)), past_len=A((R,)), n_nodes=A((R,)),
+                anc_mask=A((R, N, 3)), scale=0.1, stream=0)
+    with pytest.raises(TypeError, match="scale must be a float"):
+        r.verify_attn(**dict(args, scale="0.1"))
+    with pytest.raises(ValueError, match=r"q must have shape "
+                                         r"\[\?, \?, \?, 576\], got "
+                                         r"\[1, 65, 8, 512\]"):
+        r.verify_attn(**dict(args, q=A((R, N, H, 512), bf)))
+    with pytest.raises(TypeError, match="kv_cache must be bfloat16, "
+                                        "got float32"):
+        r.verify_attn(**dict(args, kv_cache=A((10, P, 576), "<f4")))
+    with pytest.raises(ValueError, match=r"anc_mask must have shape "
+                                         r"\[1, 65, 3\]"):
+        r.verify_attn(**dict(args, anc_mask=A((R, N, 2))))
+    with pytest.raises(ValueError, match=r"block_table must have shape "
+                                         r"\[1, \?\]"):
+        r.verify_attn(**dict(args, block_table=A((2, 10))))
+    with pytest.raises(TypeError, match="workspace must be uint8"):
+        r.verify_attn(**dict(args, workspace=A((64,), "<f4"),
+                             out=(A((R, N, H, 512), bf), None),
+                             want_lse=False))
+
+
+def test_prepare_argument_errors():
+    r = rt()
+    with pytest.raises(TypeError, match="prepare: no shape"):
+        r.prepare("tree_accept")
+    with pytest.raises(TypeError, match="prepare: kernel must be a str"):
+        r.prepare(None, N_MAX=65, L=15)
+    with pytest.raises(kdtree_jit.KdtreeError,
+                       match="kdtree_prepare: KDTREE_ERROR_INVALID_ARGUMENT"):
+        r.prepare("tree_accept", N_MAX=65, L=15)
