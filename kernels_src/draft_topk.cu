@@ -41,8 +41,8 @@ constexpr int PREFETCH = DTYPE ? 8 : 4;       // steps in flight per thread
 constexpr int E = (K + STEP + THREADS - 1) / THREADS;  // entries per thread
 constexpr int CAP = E * THREADS;
 
-constexpr int pow2_ceil(int x) { int p = 1; while (p < x) p <<= 1; return p; }
-constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
+__host__ __device__ constexpr int pow2_ceil(int x) { int p = 1; while (p < x) p <<= 1; return p; }
+__host__ __device__ constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
 constexpr int KP = pow2_ceil(K);              // bitonic sort size
 // Radix digits of a key, most significant first.  bf16 values only use the
 // top 16 bits of their f32 key (the next 16 follow from the sign), so their
