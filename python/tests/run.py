@@ -155,7 +155,8 @@ def main(argv):
                 self.skipped += 1
 
     c = Count()
-    args = ["-rs", "-p", "no:cacheprovider", "--rootdir", HERE]
+    # -s: the GPU tests print their figures for the log.
+    args = ["-rs", "-s", "-p", "no:cacheprovider", "--rootdir", HERE]
     args += ["-v"] if verbose else ["-q"]
     if key:
         args += ["-k", key]
