@@ -45,7 +45,7 @@ __host__ __device__ constexpr int pow2_ceil(int x) { int p = 1; while (p < x) p 
 __host__ __device__ constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
 constexpr int KP = pow2_ceil(K);              // bitonic sort size
 // Radix digits of a key, most significant first.  bf16 values only use the
-// top 16 bits of their f32 key (the next 16 follow from the sign), so their
+// top 16 bits of their f32 key (cand_vkey clears the next 16), so their
 // digits 47..32 are skipped.  The id part V-1-id needs bits_for(V-1) bits.
 constexpr int VAL_DIGITS = DTYPE ? 2 : 4;
 constexpr int ID_DIGITS = (bits_for(V - 1) + 7) / 8 > 0 ? (bits_for(V - 1) + 7) / 8 : 1;
@@ -78,16 +78,27 @@ val_key(float f)
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The value part of a candidate key.  A bf16 logit's f32 key has low 16
+// bits that follow from its sign (0 or 0xffff); they are cleared so that
+// the radix select may skip those digits and its threshold (whose skipped
+// bits are 0) still orders the keys of one value by id alone.
+__device__ __forceinline__ unsigned
+cand_vkey(float x)
+{
+    return DTYPE ? (val_key(x) & 0xffff0000u) : val_key(x);
+}
+
 __device__ __forceinline__ float
 key_val(unsigned k)
 {
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+    const unsigned u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    return __uint_as_float(DTYPE ? (u & 0xffff0000u) : u);
 }
 
 __device__ __forceinline__ u64
 cand_key(float x, int id)
 {
-    return ((u64)val_key(x) << 32) | (unsigned)(V - 1 - id);
+    return ((u64)cand_vkey(x) << 32) | (unsigned)(V - 1 - id);
 }
 
 __device__ __forceinline__ int
