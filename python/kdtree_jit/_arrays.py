@@ -89,12 +89,39 @@ def describe(x):
     return cai["data"][0], shape, dt, dev, contiguous
 
 
+_fast = {}  # dtypes tuple -> {torch dtype: name}
+
+
+def _torch_fast(dtypes):
+    m = _fast.get(dtypes)
+    if m is None:
+        torch_module()
+        m = {_TORCH_OF[d]: d for d in dtypes if d in _TORCH_OF}
+        if "uint32" in dtypes and _torch and hasattr(_torch, "uint32"):
+            m[_torch.uint32] = "uint32"
+        _fast[dtypes] = m
+    return m
+
+
 def check(fn, name, x, dtypes, shape, device):
     """The pointer of argument `name` of `fn`, after checking it: a device
     array (TypeError), of one of `dtypes` (TypeError), on `device`
     (ValueError), of `shape` where a None dimension matches any
     (ValueError), C-contiguous (ValueError).  Returns (pointer, shape,
     dtype name)."""
+    # The common case first, in as few attribute reads as possible: a
+    # torch tensor that passes every check.  Anything else, or any
+    # failure, takes the general path below, which words the error.
+    if _torch and type(x) is _torch.Tensor:
+        dt = _torch_fast(dtypes).get(x.dtype)
+        if dt is not None and x.is_cuda and x.get_device() == device and \
+                x.is_contiguous():
+            shp = x.shape
+            if shape is None or shp == shape:
+                return x.data_ptr(), shp, dt
+            if len(shp) == len(shape) and all(
+                    w is None or w == d for w, d in zip(shape, shp)):
+                return x.data_ptr(), shp, dt
     try:
         ptr, shp, dt, dev, contiguous = describe(x)
     except TypeError as e:
