@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""baseline_topk.py: what a user does today for draft_topk, timed on the GPU.
+
+torch.log_softmax(logits.float(), -1) followed by torch.topk(k), for the
+sizes of kdtree-bench's draft_topk cases (V = 163840, L = 15 rows per
+request, K in {16, 64, 256, 1024}, R in {1, 8, 64}; bf16 logits, and f32
+at K = 64).  Times with CUDA events around batches of back-to-back calls
+and prints the median microseconds per call as JSON rows whose "config"
+strings match the bench's rows.
+
+Usage: baseline_topk.py [--json] [--quick]
+Exit status 77 when torch or a CUDA device is missing (the bench notes it).
+"""
+import json
+import statistics
+import sys
+
+V, L = 163840, 15
+
+
+def main(argv):
+    quick = "--quick" in argv
+    try:
+        import torch
+    except ImportError:
+        print("torch is not installed", file=sys.stderr)
+        return 77
+    if not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 77
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(1234)
+
+    def op(x, k):
+        return torch.log_softmax(x.float(), dim=-1).topk(k, dim=-1)
+
+    def time_us(x, k, batch=20, reps=15):
+        for _ in range(3):
+            op(x, k)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(batch):
+                op(x, k)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3 / batch)
+        return statistics.median(times)
+
+    rows = []
+    cases = []
+    for dtype in ("bf16", "f32"):
+        for R in (1, 8, 64):
+            for K in (16, 64, 256, 1024):
+                if (quick or dtype == "f32") and K != 64:
+                    continue
+                if quick and R != 1:
+                    continue
+                cases.append((dtype, R, K))
+    for dtype, R, K in cases:
+        tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
+        x = (torch.randn(R * L, V, device=dev, generator=gen) * 3.0).to(tdt)
+        us = time_us(x, K)
+        rows.append({
+            "kernel": "draft_topk",
+            "config": "R=%d,L=%d,V=%d,K=%d,%s" % (R, L, V, K, dtype),
+            "baseline": "torch log_softmax(float)+topk",
+            "median_us": round(us, 3),
+        })
+        del x
+    if "--json" in argv:
+        print(json.dumps({"rows": rows}))
+    else:
+        for r in rows:
+            print("%-40s %10.1f us" % (r["config"], r["median_us"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
