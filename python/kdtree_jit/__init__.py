@@ -2,9 +2,8 @@
 
     import torch, kdtree_jit
     rt = kdtree_jit.Runtime()                       # current torch device
-    lp, ids = rt.draft_topk(logits, k=8)            # logits [R, L, V]
-    tree = rt.build_ddtree(lp.view(R, L, 8), ids.view(R, L, 8), budget,
-                           root_token, n_max=65)
+    lp, ids = rt.draft_topk(logits, k=8)            # [R, L, V] -> [R, L, 8]
+    tree = rt.build_ddtree(lp, ids, budget, root_token, n_max=65)
     acc = rt.tree_accept(tree.token, tree.first_child, tree.next_sibling,
                          tree.n_nodes, target, L=L)
 
