@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,7 @@ kdt_cache_sweep_temps(const char *entry_dir, double min_age_s)
 uint64_t
 kdt_cache_max_bytes(void)
 {
+    static atomic_int warned;
     const char *v = getenv("KDTREE_CACHE_MAX_BYTES");
     unsigned long long n;
     char *end;
@@ -236,8 +238,8 @@ kdt_cache_max_bytes(void)
         end++;
     if (errno || end == v || *end != '\0' || v[0] == '-'
         || (shift && n > (UINT64_MAX >> shift))) {
-        kdt_log(KDT_LOG_WARN, "KDTREE_CACHE_MAX_BYTES=%s is not a size; "
-                "using %llu", v,
+        kdt_log(atomic_exchange(&warned, 1) ? KDT_LOG_DEBUG : KDT_LOG_WARN,
+                "KDTREE_CACHE_MAX_BYTES=%s is not a size; using %llu", v,
                 (unsigned long long)KDT_CACHE_DEFAULT_MAX_BYTES);
         return KDT_CACHE_DEFAULT_MAX_BYTES;
     }

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,7 @@ lock_timeout_s(void)
 kdt_cache_lock *
 kdt_cache_lock_acquire(const kdt_key *key)
 {
+    static atomic_int warned;
     char hex[33], why[160];
     char *dir, *path;
     struct stat st, fst;
@@ -95,8 +97,10 @@ kdt_cache_lock_acquire(const kdt_key *key)
     else if (kdt_cache_trusted(&st, 0, why, sizeof why) == 0)
         why[0] = '\0';
     if (why[0]) {
-        kdt_log(KDT_LOG_WARN, "cache: lock directory %s unusable (%s); "
-                "compiling without a lock", dir, why);
+        /* Once per process at warn: every miss would say the same. */
+        kdt_log(atomic_exchange(&warned, 1) ? KDT_LOG_INFO : KDT_LOG_WARN,
+                "cache: lock directory %s unusable (%s); compiling without "
+                "a lock", dir, why);
         free(dir);
         return NULL;
     }

@@ -28,15 +28,33 @@
 #define N_PROCS 16
 #define KERNEL "tree_accept"
 
+/* The keys: each kernel of $KDT_COLD_KERNELS (comma-separated, default
+ * tree_accept, the quickest to compile) at its default shape, for each
+ * arch. */
 static const char *archs[] = { "sm_90", "sm_120" };
-#define N_KEYS 2
+#define N_ARCHS 2
+static char kernel_names[8][64];
+static int n_kernels;
+static int N_KEYS;
+
+static void
+pick_kernels(void)
+{
+    const char *v = getenv("KDT_COLD_KERNELS");
+    char buf[512], *save = NULL, *k;
+
+    snprintf(buf, sizeof buf, "%s", v && *v ? v : KERNEL);
+    for (k = strtok_r(buf, ",", &save); k && n_kernels < 8;
+         k = strtok_r(NULL, ",", &save))
+        snprintf(kernel_names[n_kernels++], sizeof kernel_names[0], "%s", k);
+    N_KEYS = n_kernels * N_ARCHS;
+}
 
 /* One process: compiles every key (starting at a different one), reports
  * its compile count and how many were already cached on a pipe line. */
 static int
 child(int idx, int start_fd, int out_fd)
 {
-    const char *shape = kdtree_kernel_default_shape(KERNEL);
     kdtree_cache_stats_t s;
     char line[128], c;
     int i, cached_total = 0;
@@ -46,8 +64,10 @@ child(int idx, int start_fd, int out_fd)
     t0 = kdt_now_ms();
     for (i = 0; i < N_KEYS; i++) {
         int32_t cached = 0;
-        int st = kdtree_compile(&cached, archs[(i + idx) % N_KEYS], KERNEL,
-                                shape);
+        int key = (i + idx) % N_KEYS;
+        const char *kernel = kernel_names[key / N_ARCHS];
+        int st = kdtree_compile(&cached, archs[key % N_ARCHS], kernel,
+                                kdtree_kernel_default_shape(kernel));
         if (st) {
             fprintf(stderr, "process %d: %s: %s\n", idx,
                     kdtree_status_name(st), kdtree_last_error());
@@ -122,8 +142,8 @@ START_TEST(test_cold_start_compiles_once)
 
     setenv("KDTREE_CACHE_LOCK_TIMEOUT", "300", 1);
     wall16 = run(N_PROCS, &compiles, &cached, &in16);
-    ck_assert_msg(compiles == N_KEYS, "%lu compiles for %d keys", compiles,
-                  N_KEYS);
+    ck_assert_msg(compiles == (unsigned long)N_KEYS,
+                  "%lu compiles for %d keys", compiles, N_KEYS);
     ck_assert_int_eq(cached, N_PROCS * N_KEYS - N_KEYS);
 
     /* One process alone on an empty cache, for the comparison. */
@@ -143,13 +163,14 @@ START_TEST(test_cold_start_compiles_once)
     ck_assert_int_eq(cached, N_KEYS);
     unsetenv("KDTREE_NVRTC_LIBRARY");
 
-    printf("cold start of %s (%d keys: %s, %s): %d processes %.0f ms wall "
-           "(slowest %.0f ms in kdtree_compile), 1 process %.0f ms (%.0f ms); "
+    printf("cold start of %s%s (%d keys, archs %s and %s): %d processes "
+           "%.0f ms wall (slowest %.0f ms in kdtree_compile), 1 process %.0f ms (%.0f ms); "
            "compiles per key 1\n"
            "fresh install, prebuilt layer, NVRTC unavailable: %d kernels "
            "served warm in %.2f ms of kdtree_compile (%.1f ms with the "
            "fork), 0 compiles\n",
-           KERNEL, N_KEYS, archs[0], archs[1], N_PROCS, wall16, in16, wall1,
+           kernel_names[0], n_kernels > 1 ? ",..." : "", N_KEYS, archs[0],
+           archs[1], N_PROCS, wall16, in16, wall1,
            in1, N_KEYS, warm_in, warm);
 }
 END_TEST
@@ -181,6 +202,7 @@ main(void)
     SRunner *sr;
     int failed;
 
+    pick_kernels();
     if (!nvrtc_available()) {
         printf("test_cache_cold: NVRTC unavailable (or %s does not "
                "compile): skipped\n", KERNEL);
