@@ -251,7 +251,7 @@ def test_python_walk_equals_c_walk():
         n_max = 33
         t = ref.build_ddtree_one(lp, ids, rng.randint(0, 32), 0, n_max)
         target = [rng.randrange(4) for _ in range(n_max)]
-        cap = rng.choice([None, 1, 2, 5])
+        cap = rng.choice([None, 0, 1, 2, 5, 100])
         want = ref.tree_accept_one(t["token"], t["first_child"],
                                    t["next_sibling"], t["n_nodes"], target,
                                    L, cap)
@@ -263,6 +263,6 @@ def test_python_walk_equals_c_walk():
                             ffi.new("int32_t[]", t["next_sibling"]),
                             ffi.new("int32_t[]", [t["n_nodes"]]),
                             ffi.new("int32_t[]", target),
-                            ffi.new("int32_t[]", [cap]) if cap else ffi.NULL,
+                            ffi.NULL if cap is None else ffi.new("int32_t[]", [cap]),
                             1, L, n_max)
         assert (al[0], list(ai), list(at), bo[0]) == want, trial
