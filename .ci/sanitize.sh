@@ -66,10 +66,9 @@ make -j"$jobs" check TESTS="$SANITIZE_TESTS" check_PROGRAMS="$progs" ||
     status=1
 if [ "$status" -ne 0 ]; then
     for f in $SANITIZE_TESTS; do
-        log=${f%.sh}.log
-        if [ -f "$log" ] && grep -q ':test-result: \(FAIL\|ERROR\)' "${f%.sh}.trs" 2>/dev/null; then
-            echo "=== $log"
-            tail -n 60 "$log"
+        if grep -q ':test-result: \(FAIL\|ERROR\)' "$f.trs" 2>/dev/null; then
+            echo "=== $f.log"
+            tail -n 60 "$f.log"
         fi
     done
 fi

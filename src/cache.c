@@ -56,6 +56,35 @@ struct mem_entry {
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_entry *mem_table[MEM_BUCKETS];
+static pthread_once_t mem_once = PTHREAD_ONCE_INIT;
+
+/* A process that forks while another thread holds mem_lock would leave the
+ * child a lock nobody can release: hold it across fork() instead.  (glibc
+ * drops these handlers if the library is dlclose'd.) */
+static void
+mem_prefork(void)
+{
+    pthread_mutex_lock(&mem_lock);
+}
+
+static void
+mem_postfork(void)
+{
+    pthread_mutex_unlock(&mem_lock);
+}
+
+static void
+mem_init(void)
+{
+    pthread_atfork(mem_prefork, mem_postfork, mem_postfork);
+}
+
+static void
+mem_enter(void)
+{
+    pthread_once(&mem_once, mem_init);
+    pthread_mutex_lock(&mem_lock);
+}
 
 static unsigned
 mem_bucket(const kdt_key *key)
@@ -70,7 +99,7 @@ mem_get(const kdt_key *key, kdt_blob *out)
     struct mem_entry *e;
     int r = 0;
 
-    pthread_mutex_lock(&mem_lock);
+    mem_enter();
     for (e = mem_table[mem_bucket(key)]; e; e = e->next) {
         if (!kdt_key_equal(&e->key, key))
             continue;
@@ -106,7 +135,7 @@ mem_put(const kdt_key *key, const void *data, size_t size, int kind)
     e->kind = kind;
     e->size = size;
     memcpy(e->data, data, size);
-    pthread_mutex_lock(&mem_lock);
+    mem_enter();
     for (pp = &mem_table[b]; *pp; pp = &(*pp)->next) {
         if (kdt_key_equal(&(*pp)->key, key)) {
             struct mem_entry *old = *pp;
@@ -129,7 +158,7 @@ kdt_cache_memory_clear(void)
     struct mem_entry *e, *next;
     int i;
 
-    pthread_mutex_lock(&mem_lock);
+    mem_enter();
     for (i = 0; i < MEM_BUCKETS; i++) {
         for (e = mem_table[i]; e; e = next) {
             next = e->next;

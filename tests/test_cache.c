@@ -1174,6 +1174,33 @@ START_TEST(test_memory_clear)
 }
 END_TEST
 
+/* The memory layer survives fork() (its lock is held across it), and the
+ * child sees what the parent had. */
+START_TEST(test_fork_after_use)
+{
+    kdt_preimage p;
+    kdt_key key;
+    kdt_blob b = ct_blob(100, 23), got;
+    int from, status;
+    pid_t pid;
+
+    setenv("KDTREE_CACHE", "off", 1);
+    ct_preimage(&p, "k", "sm_90", &key);
+    ck_assert_int_eq(kdt_cache_store(&key, p.text, p.len, &b), 0);
+    pid = fork();
+    if (pid == 0) {
+        int r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);
+        _exit(r == 1 && from == KDT_FROM_MEMORY ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(kdt_cache_lookup(&key, p.text, p.len, &got, &from), 1);
+    kdt_blob_free(&got);
+    kdt_blob_free(&b);
+    kdt_preimage_free(&p);
+}
+END_TEST
+
 static Suite *
 cache_suite(void)
 {
@@ -1208,6 +1235,7 @@ cache_suite(void)
     tcase_add_test(tc, test_lock_dir_untrusted);
     tcase_add_test(tc, test_lock_dir_fallbacks);
     tcase_add_test(tc, test_memory_clear);
+    tcase_add_test(tc, test_fork_after_use);
     suite_add_tcase(s, tc);
     return s;
 }
