@@ -19,17 +19,18 @@
 
 #define KDT_ATTN_D_QK 576      /* 512 c_kv + 64 k_pe, fixed by the model */
 #define KDT_ATTN_D_V 512
-#define KDT_ATTN_BM 64         /* folded rows per block */
+#ifndef KDT_ATTN_BM
+#define KDT_ATTN_BM 64         /* folded rows per block: 64 or 32 */
+#endif
 #define KDT_ATTN_BN 16         /* tokens per KV tile */
 #ifndef KDT_ATTN_NSTAGE
 #define KDT_ATTN_NSTAGE 4      /* KV tiles in flight */
 #endif
-#define KDT_ATTN_THREADS 256   /* 8 warps */
+#define KDT_ATTN_THREADS (KDT_ATTN_BM * 4) /* one warp per 8 rows */
 #define KDT_ATTN_ROW_BYTES 1168 /* one padded 576-wide bf16 row in smem */
-/* ring (also the Q staging area) + 4 partial-S slots + P + 3 row arrays */
-#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES \
-                       + 4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 \
-                       + KDT_ATTN_BM * 48 + 3 * KDT_ATTN_BM * 4)
+/* ring (also the Q staging area) + 4 partial-S slots + P + 3 row arrays
+ * (one line: the source embedder does not keep backslash continuations) */
+#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + 4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 + KDT_ATTN_BM * 48 + 3 * KDT_ATTN_BM * 4)
 /* The merge kernel: one warp per output row. */
 #define KDT_ATTN_MERGE_THREADS 128
 #define KDT_ATTN_MAX_SPLITS 64

@@ -28,14 +28,14 @@ kdt_smem_addr(const void *p)
 static __device__ __forceinline__ void
 kdt_cp_async16(uint32_t dst, const void *src, int src_bytes)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 static __device__ __forceinline__ void
 kdt_cp_async_commit(void)
 {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
 /* Waits until at most N committed groups are still in flight. */
@@ -43,7 +43,7 @@ template <int N>
 static __device__ __forceinline__ void
 kdt_cp_async_wait(void)
 {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 
 /* Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix
@@ -51,7 +51,7 @@ kdt_cp_async_wait(void)
 static __device__ __forceinline__ void
 kdt_ldmatrix_x4(uint32_t r[4], uint32_t addr)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
@@ -60,7 +60,7 @@ kdt_ldmatrix_x4(uint32_t r[4], uint32_t addr)
 static __device__ __forceinline__ void
 kdt_ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
@@ -72,7 +72,7 @@ kdt_mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -82,7 +82,7 @@ static __device__ __forceinline__ uint32_t
 kdt_pack_bf16x2(float lo, float hi)
 {
     uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
 
@@ -91,7 +91,7 @@ static __device__ __forceinline__ float
 kdt_exp2(float x)
 {
     float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 
@@ -99,7 +99,7 @@ static __device__ __forceinline__ float
 kdt_log2(float x)
 {
     float y;
-    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 

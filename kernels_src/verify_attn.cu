@@ -78,8 +78,12 @@ constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
 static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
-static_assert(NTHREADS == 256 && BM == 64 && BN == 16,
-              "the warp roles below are written for 8 warps, 64 x 16");
+static_assert((BM == 64 || BM == 32) && NTHREADS == BM * 4 && BN == 16,
+              "the warp roles below are written for 8 rows a warp, 16 tokens");
+constexpr int NWARPS = NTHREADS / 32;
+constexpr int NCOL = D_V / NWARPS;            /* output columns per warp */
+constexpr int NT = NCOL / 8;                  /* their n8 tiles */
+constexpr int MT = BM / 16;                   /* m16 tiles of the block */
 static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
@@ -93,29 +97,35 @@ slot_index(int row, int col)
     return row * BN + (col ^ (((row >> 1) & 1) << 3));
 }
 
+/* The KV rows this thread copies: token `tok` of every tile, 16-byte
+ * pieces col0, col0 + TPT, ... (fixed for the whole block, so a tile costs
+ * one block-table read and a few cp.async per thread). */
+constexpr int TPT = NTHREADS / BN;            /* threads per token */
+constexpr int PIECES = (CHUNKS + TPT - 1) / TPT;
+
 /* Copies KV tile t (tokens t*BN ..) of the request into ring stage `st`;
  * tokens at or past `total` are zero-filled (never read: the block table
  * may hold garbage there, and a zero V row times P = 0 cannot make NaN). */
 static __device__ __forceinline__ void
-load_kv_tile(uint32_t ring, int st, int t, int total,
+load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
              const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
 {
-    const uint32_t base = ring + st * STAGE_BYTES;
-    for (int c = threadIdx.x; c < BN * CHUNKS; c += NTHREADS) {
-        const int tok = c / CHUNKS, col = c - tok * CHUNKS;
-        const int pos = t * BN + tok;
-        const uint16_t *src = kv;
-        int bytes = 0;
-        if (pos < total) {
-            const int page = __ldg(bt + pos / PAGE);
-            src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col * 8;
-            bytes = 16;
-        }
-        kdt_cp_async16(base + tok * ROW_BYTES + col * 16, src, bytes);
+    const int pos = t * BN + tok;
+    const uint16_t *src = kv;
+    int bytes = 0;
+    if (pos < total) {
+        const int page = __ldg(bt + pos / PAGE);
+        src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col0 * 8;
+        bytes = 16;
     }
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i)
+        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
+            kdt_cp_async16(dst + i * TPT * 16, src + (bytes ? i * TPT * 8 : 0),
+                           bytes);
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+extern "C" __global__ void __launch_bounds__(NTHREADS, 64 / BM)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -190,11 +200,14 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     }
     __syncthreads(); /* the ring now belongs to the KV tiles */
 
-    /* ---- pipeline prologue ------------------------------------------- */
+    /* ---- pipeline prologue: tiles t0, t0+1 ------------------------- */
+    const int ltok = tid / TPT, lcol = tid % TPT;
+    const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
 #pragma unroll
-    for (int s = 0; s < NSTAGE - 1; ++s) {
+    for (int s = 0; s < 2; ++s) {
         if (t0 + s < t1)
-            load_kv_tile(ring, s, t0 + s, total, kv, bt);
+            load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s, total,
+                         kv, bt);
         kdt_cp_async_commit();
     }
 
@@ -207,64 +220,70 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const float scale_log2 = p.scale * 1.4426950408889634f;
     float m_ref = kdt_neg_inf(), l_part = 0.f;
 
-    float o[4][8][4];
+    float o[MT][NT][4];
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
+    for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 o[mi][nt][e] = 0.f;
 
     /* lane addresses inside a stage: K as the B operand of S (tokens are
      * n, dims are k), V as the B operand of O (ldmatrix.trans: tokens are
-     * k, this warp's 64 columns are n) */
+     * k, this warp's NCOL columns are n) */
     const uint32_t k_lane = ((lane & 7) + 8 * (lane >> 4)) * ROW_BYTES
                             + 8 * ((lane >> 3) & 1) * 2;
     const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
-                            + (64 * warp + 8 * (lane >> 4)) * 2;
+                            + (NCOL * warp + 8 * (lane >> 4)) * 2;
     const uint32_t p_lane = pbuf_s + (lane & 15) * P_STRIDE
                             + 8 * (lane >> 4) * 2;
 
-    kdt_cp_async_wait<NSTAGE - 2>();
+    kdt_cp_async_wait<1>();
     __syncthreads(); /* tile t0 landed */
     int rescale = 0;
 
     /*
-     * Iteration t: PV of tile t-1 and QK of tile t (independent tensor
-     * work, no barrier between them), barrier X, refill the stage of t-1,
-     * softmax of tile t, barrier Y (which also publishes tile t+1).  Two
-     * block barriers per tile.
+     * Iteration t: refill (tile t+2 into the stage tile t-2 left), PV of
+     * tile t-1 and QK of tile t (independent tensor work, no barrier
+     * between them), barrier X, softmax of tile t, barrier Y (which also
+     * publishes tile t+1).  Two block barriers per tile; the four stages
+     * hold tiles t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
      */
     for (int t = t0; t <= t1; ++t) {
         const int it = t - t0;
 
-        /* ---- PV(t-1): O[:, 64w..64w+63] = alpha O + P V ------------- */
+        if (t + 2 < t1)
+            load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok, lcol,
+                         t + 2, total, kv, bt);
+        kdt_cp_async_commit();
+
+        /* ---- PV(t-1): O[:, NCOL*w ..] = alpha O + P V ---------------- */
         if (t > t0) {
             if (rescale) {
 #pragma unroll
-                for (int mi = 0; mi < 4; ++mi) {
+                for (int mi = 0; mi < MT; ++mi) {
                     const float a0 = alpha_s[16 * mi + (lane >> 2)];
                     const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
 #pragma unroll
-                    for (int nt = 0; nt < 8; ++nt) {
+                    for (int nt = 0; nt < NT; ++nt) {
                         o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
                         o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
                     }
                 }
             }
-            uint32_t pa[4][4];
+            uint32_t pa[MT][4];
 #pragma unroll
-            for (int mi = 0; mi < 4; ++mi)
+            for (int mi = 0; mi < MT; ++mi)
                 kdt_ldmatrix_x4(pa[mi], p_lane + 16 * mi * P_STRIDE);
             const uint32_t vrow =
-                ring + ((it - 1) % NSTAGE) * STAGE_BYTES + v_lane;
+                ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < NT / 2; ++j) {
                 uint32_t vb[4];
                 kdt_ldmatrix_x4_trans(vb, vrow + 16 * j * 2);
 #pragma unroll
-                for (int mi = 0; mi < 4; ++mi) {
+                for (int mi = 0; mi < MT; ++mi) {
                     kdt_mma_bf16(o[mi][2 * j], pa[mi], vb[0], vb[1]);
                     kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
                 }
@@ -310,12 +329,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                     }
         }
         __syncthreads(); /* X: partial S written; PV(t-1) done everywhere */
-
-        /* the stage of tile t-1 is free: refill it NSTAGE-1 tiles ahead */
-        if (t + NSTAGE - 1 < t1)
-            load_kv_tile(ring, (it + NSTAGE - 1) % NSTAGE, t + NSTAGE - 1,
-                         total, kv, bt);
-        kdt_cp_async_commit();
 
         /* ---- softmax of rows 8w..8w+7, columns sc0..sc0+3 ------------ */
         float alpha = 1.f;
@@ -368,7 +381,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             if ((lane & 3) == 0)
                 alpha_s[srow] = alpha;
         }
-        kdt_cp_async_wait<NSTAGE - 2>(); /* this thread's part of t+1 */
+        kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
         /* Y: P, alpha and tile t+1 visible; the OR says whether any row's
          * reference maximum moved (else PV skips the rescale) */
         rescale = __syncthreads_or(alpha != 1.f);
@@ -398,7 +411,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     __syncthreads();
 
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
+    for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             const int row = 16 * mi + (lane >> 2) + 8 * hf;
@@ -409,11 +422,11 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             float inv = l > 0.f ? 1.f / l : 0.f;
             if (m >= valid_rows)
                 inv = 0.f; /* padded row: o = 0 */
-            const int col0 = 64 * warp + 2 * (lane & 3);
+            const int col0 = NCOL * warp + 2 * (lane & 3);
             if (nsplit == 1) {
                 uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt)
+                for (int nt = 0; nt < NT; ++nt)
                     *(uint32_t *)(dst + 8 * nt) =
                         kdt_pack_bf16x2(o[mi][nt][2 * hf] * inv,
                                         o[mi][nt][2 * hf + 1] * inv);
@@ -422,7 +435,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                     + (((int64_t)split * p.n_requests + r) * ROWS + m) * D_V
                     + col0;
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt)
+                for (int nt = 0; nt < NT; ++nt)
                     *(float2 *)(dst + 8 * nt) =
                         make_float2(o[mi][nt][2 * hf] * inv,
                                     o[mi][nt][2 * hf + 1] * inv);

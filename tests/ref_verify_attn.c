@@ -12,7 +12,7 @@
 #define D_V 512
 
 uint16_t
-ref_f32_to_bf16(float f)
+ref_attn_f32_to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -23,7 +23,7 @@ ref_f32_to_bf16(float f)
 }
 
 float
-ref_bf16_to_f32(uint16_t b)
+ref_attn_bf16_to_f32(uint16_t b)
 {
     uint32_t u = (uint32_t)b << 16;
     float f;
@@ -32,7 +32,7 @@ ref_bf16_to_f32(uint16_t b)
 }
 
 uint64_t
-ref_rand(uint64_t *seed)
+ref_attn_rand(uint64_t *seed)
 {
     uint64_t x = *seed ? *seed : 0x9e3779b97f4a7c15ull;
     x ^= x >> 12;
@@ -43,20 +43,20 @@ ref_rand(uint64_t *seed)
 }
 
 float
-ref_randf(uint64_t *seed)
+ref_attn_randf(uint64_t *seed)
 {
-    return (float)((ref_rand(seed) >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+    return (float)((ref_attn_rand(seed) >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
 }
 
 void
-ref_random_tree_mask(uint32_t *mask, int32_t *parent, int n, int n_max,
+ref_attn_random_tree(uint32_t *mask, int32_t *parent, int n, int n_max,
                      uint64_t *seed)
 {
     int W = (n_max + 31) / 32;
     int32_t *par = malloc(sizeof(int32_t) * (size_t)(n_max > 0 ? n_max : 1));
     memset(mask, 0, sizeof(uint32_t) * (size_t)n_max * (size_t)W);
     for (int i = 0; i < n_max; ++i) {
-        par[i] = (i == 0 || i >= n) ? -1 : (int)(ref_rand(seed) % (uint64_t)i);
+        par[i] = (i == 0 || i >= n) ? -1 : (int)(ref_attn_rand(seed) % (uint64_t)i);
         uint32_t *row = mask + (size_t)i * W;
         /* own bit, then the parent's row (already complete: parent < i) */
         row[i / 32] |= 1u << (i % 32);
@@ -88,7 +88,7 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
             int pg = block_table[(size_t)r * max_pages + pos / page];
             const uint16_t *c = kv + ((size_t)pg * page + pos % page) * D_QK;
             for (int k = 0; k < D_QK; ++k)
-                c_all[(size_t)pos * D_QK + k] = ref_bf16_to_f32(c[k]);
+                c_all[(size_t)pos * D_QK + k] = ref_attn_bf16_to_f32(c[k]);
         }
         float qf[D_QK];
         for (int i = 0; i < n_max; ++i) {
@@ -102,7 +102,7 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
                     continue;
                 }
                 for (int k = 0; k < D_QK; ++k)
-                    qf[k] = ref_bf16_to_f32(q[row * D_QK + k]);
+                    qf[k] = ref_attn_bf16_to_f32(q[row * D_QK + k]);
                 const uint32_t *mrow = anc_mask + ((size_t)r * n_max + i) * W;
                 double mx = -INFINITY;
                 for (int pos = 0; pos < total; ++pos) {

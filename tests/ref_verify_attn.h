@@ -14,8 +14,8 @@ extern "C" {
 #endif
 
 /* bf16 <-> f32 (round to nearest even; NaN stays NaN). */
-uint16_t ref_f32_to_bf16(float f);
-float ref_bf16_to_f32(uint16_t b);
+uint16_t ref_attn_f32_to_bf16(float f);
+float ref_attn_bf16_to_f32(uint16_t b);
 
 /*
  * o [R][n_max][H][512] and lse [R][n_max][H] (natural log) as f32, from
@@ -33,13 +33,13 @@ void ref_verify_attn(float *o, float *lse, const uint16_t *q,
 /* A random tree of n nodes (parent[i] < i, root 0) drawn with `*seed`,
  * written as build_ddtree's anc_mask rows [n_max][W]: rows past n get their
  * own bit only.  parent may be NULL. */
-void ref_random_tree_mask(uint32_t *mask, int32_t *parent, int n, int n_max,
+void ref_attn_random_tree(uint32_t *mask, int32_t *parent, int n, int n_max,
                           uint64_t *seed);
 
 /* xorshift64*: deterministic test data. */
-uint64_t ref_rand(uint64_t *seed);
+uint64_t ref_attn_rand(uint64_t *seed);
 /* Uniform in [-1, 1). */
-float ref_randf(uint64_t *seed);
+float ref_attn_randf(uint64_t *seed);
 
 #ifdef __cplusplus
 }

@@ -77,17 +77,17 @@ make_problem(Problem &P, int R, const std::vector<int> &past,
     for (int64_t i = 0; i < P.n_pages; ++i)
         perm[i] = (int32_t)i;
     for (int64_t i = P.n_pages - 1; i > 0; --i)
-        std::swap(perm[i], perm[ref_rand(&seed) % (uint64_t)(i + 1)]);
+        std::swap(perm[i], perm[ref_attn_rand(&seed) % (uint64_t)(i + 1)]);
     P.bt.assign(perm.begin(), perm.end()); /* copies * [R][max_pages] */
     P.kv.resize((size_t)P.n_pages * PAGE * D_QK);
     for (auto &x : P.kv)
-        x = ref_f32_to_bf16(ref_randf(&seed));
+        x = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
     P.q.resize((size_t)R * ROWS * D_QK);
     for (auto &x : P.q)
-        x = ref_f32_to_bf16(ref_randf(&seed));
+        x = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
     P.mask.resize((size_t)R * N_MAX * W);
     for (int r = 0; r < R; ++r)
-        ref_random_tree_mask(&P.mask[(size_t)r * N_MAX * W], nullptr, nn[r],
+        ref_attn_random_tree(&P.mask[(size_t)r * N_MAX * W], nullptr, nn[r],
                              N_MAX, &seed);
 }
 
@@ -190,7 +190,7 @@ check(int argc, char **argv)
     double maxerr = 0, num = 0, den = 0, lmax = 0;
     long bad = 0;
     for (size_t i = 0; i < o.size(); ++i) {
-        double g = ref_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
+        double g = ref_attn_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
         num += e * e;
         den += (double)ro[i] * ro[i];
         if (!(e <= (fabs(ro[i]) + 1.0) / 256.0)) {

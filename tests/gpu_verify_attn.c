@@ -1,0 +1,409 @@
+/*
+ * gpu_verify_attn.c: kdtree_verify_attn() on the GPU against the CPU
+ * reference (tests/ref_verify_attn.c, double accumulation): every head
+ * count and tree size class of issue 4, prefixes that end mid-page and on
+ * page edges, shuffled pages, mixed batches, random trees and trees built
+ * by the reference build_ddtree, the split and unsplit paths (and more
+ * splits than KV tiles), padded rows, lse = NULL, a non-default stream,
+ * and the workspace checks.  Exits 77 without a GPU.
+ *
+ * Tolerance, per output element:
+ *     |o - o_ref| <= 2^-8 (|o_ref| + max|v|)
+ * The inputs are bf16 and exact in both; the kernel's logits, sums and
+ * accumulators are f32 (error ~1e-6 relative, negligible).  The kernel
+ * rounds P to bf16 for the tensor cores (relative error <= 2^-9 per
+ * weight, so <= 2^-9 max|v| on o) and rounds o to bf16 (<= 2^-9 |o|):
+ * at most 2^-9 (|o| + max|v|), and the test allows twice that.  Padded
+ * rows must be exactly 0 (o) and -inf (lse).  lse (natural log) must be
+ * within 1e-3 (1 + |lse_ref|): only f32 rounding and ex2.approx enter it.
+ * Outputs are poisoned with NaN first, so an element never written fails.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "kdtree.h"
+#include "ref_ddtree.h"
+#include "ref_verify_attn.h"
+
+/* src/kernel_verify_attn.c's test hook: > 0 forces the split count. */
+extern int kdt_verify_attn_splits_override;
+
+#define D_QK 576
+#define D_V 512
+
+enum { TREE_RANDOM = 0, TREE_DDTREE = 1, TREE_CHAIN = 2 };
+
+typedef struct prob {
+    int R, H, N, page, max_pages, n_pages;
+    float scale;
+    int32_t *past, *nn, *bt;
+    uint16_t *q, *kv;
+    uint32_t *mask;
+    float *ro, *rl; /* the reference, computed once */
+} prob;
+
+static uint64_t seed = 0x1234567887654321ull;
+
+/* A DDTree-shaped tree from the reference build_ddtree (dyadic log-probs
+ * over L = 15 depths, K = 4 candidates); returns its n_nodes. */
+static int
+ddtree_mask(uint32_t *mask, int budget, int n_max)
+{
+    enum { L = 15, K = 4 };
+    float lp[L * K];
+    int32_t ids[L * K];
+    int32_t *tok = malloc(sizeof(int32_t) * 7 * (size_t)n_max);
+    for (int d = 0; d < L; d++) {
+        float v = 0.f;
+        for (int k = 0; k < K; k++) {
+            v -= (float)(ref_attn_rand(&seed) % 5) / 8.f;
+            lp[d * K + k] = v;
+            ids[d * K + k] = (int32_t)(ref_attn_rand(&seed) % 100);
+        }
+    }
+    int n = ref_build_ddtree_one(tok, tok + n_max, tok + 2 * n_max,
+                                 tok + 3 * n_max, tok + 4 * n_max,
+                                 tok + 5 * n_max, NULL, mask, lp, ids, budget,
+                                 L, 7, 0, L, K, n_max);
+    free(tok);
+    return n;
+}
+
+static void
+prob_init(prob *p, int R, int H, int N, int page, const int *past,
+          const int *nn, int tree, float scale)
+{
+    int W = (N + 31) / 32, cap = 1;
+    memset(p, 0, sizeof *p);
+    p->R = R;
+    p->H = H;
+    p->N = N;
+    p->page = page;
+    p->scale = scale;
+    p->past = malloc(sizeof(int32_t) * R);
+    p->nn = malloc(sizeof(int32_t) * R);
+    p->mask = malloc(sizeof(uint32_t) * (size_t)R * N * W);
+    for (int r = 0; r < R; r++) {
+        p->past[r] = past[r];
+        uint32_t *m = p->mask + (size_t)r * N * W;
+        if (tree == TREE_DDTREE) {
+            p->nn[r] = ddtree_mask(m, nn[r] - 1, N);
+        } else if (tree == TREE_CHAIN) {
+            /* a chain (K = 1): row i sees rows 0..i */
+            p->nn[r] = nn[r];
+            memset(m, 0, sizeof(uint32_t) * (size_t)N * W);
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j <= (i < nn[r] ? i : -1); j++)
+                    m[(size_t)i * W + j / 32] |= 1u << (j % 32);
+            for (int i = nn[r]; i < N; i++)
+                m[(size_t)i * W + i / 32] |= 1u << (i % 32);
+        } else {
+            p->nn[r] = nn[r];
+            ref_attn_random_tree(m, NULL, nn[r], N, &seed);
+        }
+        if (past[r] + p->nn[r] > cap)
+            cap = past[r] + p->nn[r];
+    }
+    /* one spare block-table entry past the need, and pages no request
+     * uses, all in shuffled order */
+    p->max_pages = (cap + page - 1) / page + 1;
+    p->n_pages = R * p->max_pages + 3;
+    p->bt = malloc(sizeof(int32_t) * (size_t)p->n_pages);
+    for (int i = 0; i < p->n_pages; i++)
+        p->bt[i] = i;
+    for (int i = p->n_pages - 1; i > 0; i--) {
+        int j = (int)(ref_attn_rand(&seed) % (uint64_t)(i + 1));
+        int32_t t = p->bt[i];
+        p->bt[i] = p->bt[j];
+        p->bt[j] = t;
+    }
+    size_t nkv = (size_t)p->n_pages * page * D_QK;
+    size_t nq = (size_t)R * N * H * D_QK;
+    p->kv = malloc(2 * nkv);
+    p->q = malloc(2 * nq);
+    for (size_t i = 0; i < nkv; i++)
+        p->kv[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    for (size_t i = 0; i < nq; i++)
+        p->q[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+}
+
+static void
+prob_free(prob *p)
+{
+    free(p->past);
+    free(p->nn);
+    free(p->bt);
+    free(p->q);
+    free(p->kv);
+    free(p->mask);
+    free(p->ro);
+    free(p->rl);
+}
+
+/* Runs the kernel with `splits` (0 = the library's choice) and compares
+ * with the reference.  Returns the number of bad elements. */
+static long
+run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
+{
+    int R = p->R, H = p->H, N = p->N, W = (N + 31) / 32;
+    size_t rows = (size_t)R * N * H;
+    if (!p->ro) {
+        p->ro = malloc(sizeof(float) * rows * D_V);
+        p->rl = malloc(sizeof(float) * rows);
+        ref_verify_attn(p->ro, p->rl, p->q, p->kv, p->bt, p->past, p->nn,
+                        p->mask, R, H, N, p->page, p->max_pages, p->scale);
+    }
+    kdtree_runtime *rt = gpu_runtime();
+    kdt_verify_attn_splits_override = splits;
+    uint64_t ws_bytes = 0;
+    int st = kdtree_verify_attn_workspace_size(&ws_bytes, rt, R, H, N,
+                                               p->page, p->max_pages);
+    ck_assert_msg(st == 0, "%s: workspace_size: %s", what,
+                  kdtree_last_error());
+    uint64_t q = gpu_upload(p->q, 2 * (size_t)R * N * H * D_QK);
+    uint64_t kv = gpu_upload(p->kv, 2 * (size_t)p->n_pages * p->page * D_QK);
+    uint64_t bt = gpu_upload(p->bt, 4 * (size_t)R * p->max_pages);
+    uint64_t pl = gpu_upload(p->past, 4 * (size_t)R);
+    uint64_t nn = gpu_upload(p->nn, 4 * (size_t)R);
+    uint64_t am = gpu_upload(p->mask, 4 * (size_t)R * N * W);
+    uint16_t *o = malloc(2 * rows * D_V);
+    float *lse = malloc(4 * rows);
+    memset(o, 0xff, 2 * rows * D_V); /* NaN poison */
+    memset(lse, 0xff, 4 * rows);
+    uint64_t od = gpu_upload(o, 2 * rows * D_V);
+    uint64_t ld = with_lse ? gpu_upload(lse, 4 * rows) : 0;
+    uint64_t ws = ws_bytes ? gpu_alloc(ws_bytes) : 0;
+    st = kdtree_verify_attn(rt, od, ld, q, kv, bt, pl, nn, am, ws, ws_bytes,
+                            R, H, N, p->page, p->max_pages, p->scale, stream);
+    kdt_verify_attn_splits_override = 0;
+    ck_assert_msg(st == 0, "%s: %s: %s", what, kdtree_status_name(st),
+                  kdtree_last_error());
+    gpu_sync();
+    gpu_download(o, od, 2 * rows * D_V);
+    if (with_lse)
+        gpu_download(lse, ld, 4 * rows);
+
+    long bad = 0;
+    double maxerr = 0;
+    for (size_t i = 0; i < rows; i++) {
+        int node = (int)(i / H % N), r = (int)(i / ((size_t)N * H));
+        int padded = node >= p->nn[r];
+        for (int c = 0; c < D_V; c++) {
+            double g = ref_attn_bf16_to_f32(o[i * D_V + c]);
+            double ref = p->ro[i * D_V + c];
+            double e = fabs(g - ref);
+            int ok = padded ? g == 0.0 : e <= (fabs(ref) + 1.0) / 256.0;
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "%s: o r=%d node=%d head=%d col=%d: got %g "
+                        "want %g\n", what, r, node, (int)(i % H), c, g, ref);
+            if (!padded && (e > maxerr || e != e))
+                maxerr = e;
+        }
+        if (with_lse) {
+            double g = lse[i], ref = p->rl[i];
+            int ok = padded ? (isinf(g) && g < 0)
+                            : fabs(g - ref) <= 1e-3 * (1 + fabs(ref));
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "%s: lse r=%d node=%d head=%d: got %g want "
+                        "%g\n", what, r, node, (int)(i % H), g, ref);
+        }
+    }
+    fprintf(stderr, "%s: H=%d PAGE=%d N_MAX=%d R=%d splits=%d: max |err| "
+            "%.3g, %ld bad\n", what, H, p->page, N, R, splits, maxerr, bad);
+    gpu_free(q);
+    gpu_free(kv);
+    gpu_free(bt);
+    gpu_free(pl);
+    gpu_free(nn);
+    gpu_free(am);
+    gpu_free(od);
+    if (ld)
+        gpu_free(ld);
+    if (ws)
+        gpu_free(ws);
+    free(o);
+    free(lse);
+    return bad;
+}
+
+static void
+check_case(int R, int H, int N, int page, const int *past, const int *nn,
+           int tree, float scale, int splits, const char *what)
+{
+    prob p;
+    prob_init(&p, R, H, N, page, past, nn, tree, scale);
+    long bad = run_check(&p, splits, 1, NULL, what);
+    prob_free(&p);
+    ck_assert_msg(bad == 0, "%s: %ld elements out of tolerance", what, bad);
+}
+
+/* ---- cases -------------------------------------------------------------- */
+
+/* Root only (B = 0), one head, page size 1: every prefix edge. */
+START_TEST(root_only_page1)
+{
+    int past[] = {0, 1, 63, 64, 65, 1000};
+    int nn[] = {1, 1, 1, 1, 1, 1};
+    check_case(6, 1, 1, 1, past, nn, TREE_RANDOM, 0.1f, 0, "root_only_page1");
+}
+END_TEST
+
+/* rows 1, 2, 17, 65 in one batch, 8 heads, pages of 16, prefixes that end
+ * mid-page and on page edges. */
+START_TEST(rows_mixed_h8)
+{
+    int past[] = {4096, 0, 63, 65};
+    int nn[] = {1, 2, 17, 65};
+    check_case(4, 8, 65, 16, past, nn, TREE_RANDOM, 0.0722f, 0,
+               "rows_mixed_h8");
+}
+END_TEST
+
+/* 16 heads, N_MAX = 17, pages of 64: prefixes 63, 64, 65 and 0. */
+START_TEST(h16_page64)
+{
+    int past[] = {63, 64, 65, 0};
+    int nn[] = {17, 17, 2, 1};
+    check_case(4, 16, 17, 64, past, nn, TREE_RANDOM, 0.3f, 0, "h16_page64");
+}
+END_TEST
+
+START_TEST(h64_page16)
+{
+    int past[] = {1000, 64};
+    int nn[] = {17, 65};
+    check_case(2, 64, 65, 16, past, nn, TREE_RANDOM, 0.0722f, 0,
+               "h64_page16");
+}
+END_TEST
+
+START_TEST(h128_page1)
+{
+    int past[] = {65, 1};
+    int nn[] = {17, 65};
+    check_case(2, 128, 65, 1, past, nn, TREE_RANDOM, 0.0722f, 0,
+               "h128_page1");
+}
+END_TEST
+
+/* DDTree-shaped trees from the reference build_ddtree, and chains. */
+START_TEST(ddtree_trees)
+{
+    int past[] = {4096, 1000, 0};
+    int nn[] = {65, 40, 65};
+    check_case(3, 8, 65, 64, past, nn, TREE_DDTREE, 0.0722f, 0,
+               "ddtree_trees");
+    int past2[] = {100, 3};
+    int nn2[] = {65, 9};
+    check_case(2, 8, 65, 16, past2, nn2, TREE_CHAIN, 0.5f, 0, "chains");
+}
+END_TEST
+
+/* The biggest tree (N_MAX = 1025, 33 mask words). */
+START_TEST(big_tree)
+{
+    int past[] = {100, 5};
+    int nn[] = {1025, 300};
+    check_case(2, 2, 1025, 16, past, nn, TREE_RANDOM, 0.1f, 0, "big_tree");
+}
+END_TEST
+
+/* One problem through the unsplit path, several split counts (64 splits
+ * leave most of them empty) and the library's choice; large scales make
+ * the running maximum move often (the rescale path). */
+START_TEST(splits)
+{
+    int past[] = {4096, 200};
+    int nn[] = {65, 40};
+    prob p;
+    prob_init(&p, 2, 8, 65, 64, past, nn, TREE_RANDOM, 4.0f);
+    long bad = 0;
+    bad += run_check(&p, 1, 1, NULL, "splits=1");
+    bad += run_check(&p, 3, 1, NULL, "splits=3");
+    bad += run_check(&p, 64, 1, NULL, "splits=64");
+    bad += run_check(&p, 0, 1, NULL, "splits=auto");
+    prob_free(&p);
+    ck_assert_msg(bad == 0, "splits: %ld elements out of tolerance", bad);
+}
+END_TEST
+
+/* lse = NULL on a non-default stream, split and unsplit. */
+START_TEST(no_lse_stream)
+{
+    int past[] = {1000};
+    int nn[] = {33};
+    prob p;
+    prob_init(&p, 1, 16, 65, 16, past, nn, TREE_RANDOM, 0.2f);
+    long bad = run_check(&p, 5, 0, gpu_stream(), "no_lse split");
+    bad += run_check(&p, 1, 0, gpu_stream(), "no_lse unsplit");
+    prob_free(&p);
+    ck_assert_msg(bad == 0, "no_lse: %ld elements out of tolerance", bad);
+}
+END_TEST
+
+/* Arguments only a real runtime can judge: the workspace. */
+START_TEST(workspace_checks)
+{
+    kdtree_runtime *rt = gpu_runtime();
+    uint64_t need = 0, a = gpu_alloc(1 << 20);
+    kdt_verify_attn_splits_override = 4;
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&need, rt, 1, 8, 65,
+                                                       64, 16), 0);
+    ck_assert_uint_eq(need, 4ull * 65 * 8 * 513 * 4);
+    int st = kdtree_verify_attn(rt, a, 0, a, a, a, a, a, a, 0, 0, 1, 8, 65,
+                                64, 16, 0.1f, NULL);
+    ck_assert_int_eq(st, KDTREE_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "workspace"));
+    st = kdtree_verify_attn(rt, a, 0, a, a, a, a, a, a, a, need - 1, 1, 8,
+                            65, 64, 16, 0.1f, NULL);
+    ck_assert_int_eq(st, KDTREE_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "workspace_bytes"));
+    st = kdtree_verify_attn(rt, a, 0, a, a, a, a, a, a, a + 8, need, 1, 8,
+                            65, 64, 16, 0.1f, NULL);
+    ck_assert_int_eq(st, KDTREE_ERROR_MISALIGNED);
+    kdt_verify_attn_splits_override = 1;
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&need, rt, 1, 8, 65,
+                                                       64, 16), 0);
+    ck_assert_uint_eq(need, 0);
+    kdt_verify_attn_splits_override = 0;
+    /* the library's own choice is a pure function of the shape */
+    uint64_t n1 = 0, n2 = 0;
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&n1, rt, 1, 8, 65, 64,
+                                                       600), 0);
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&n2, rt, 1, 8, 65, 64,
+                                                       600), 0);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert_int_eq(n1 % 16, 0);
+    gpu_free(a);
+}
+END_TEST
+
+int
+main(void)
+{
+    gpu_runtime(); /* exits 77 without a GPU */
+    Suite *s = suite_create("gpu_verify_attn");
+    TCase *tc = tcase_create("verify_attn");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, workspace_checks);
+    tcase_add_test(tc, root_only_page1);
+    tcase_add_test(tc, rows_mixed_h8);
+    tcase_add_test(tc, h16_page64);
+    tcase_add_test(tc, h64_page16);
+    tcase_add_test(tc, h128_page1);
+    tcase_add_test(tc, ddtree_trees);
+    tcase_add_test(tc, big_tree);
+    tcase_add_test(tc, splits);
+    tcase_add_test(tc, no_lse_stream);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

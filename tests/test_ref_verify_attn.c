@@ -1,0 +1,210 @@
+/*
+ * test_ref_verify_attn.c: the CPU reference of verify_attn against cases
+ * whose answer is known without it (host only, runs in CI):
+ *  - q = 0: every visible position weighs the same, so o is the plain mean
+ *    of the visible V rows and lse = ln(count);
+ *  - a row that sees one position returns that V row exactly, lse = logit;
+ *  - two positions with logits a, b: weights by hand;
+ *  - the mask: a row sees its ancestors and itself, never a sibling;
+ *  - padded rows: o = 0, lse = -inf;
+ *  - the block table: pages in any order give the same answer.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref_verify_attn.h"
+
+#define D_QK 576
+#define D_V 512
+
+static uint64_t seed = 42;
+
+/* kv with `pages` pages of `page` tokens, random bf16 values. */
+static uint16_t *
+random_kv(int pages, int page)
+{
+    size_t n = (size_t)pages * page * D_QK;
+    uint16_t *kv = malloc(2 * n);
+    for (size_t i = 0; i < n; i++)
+        kv[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    return kv;
+}
+
+static float
+kvf(const uint16_t *kv, const int32_t *bt, int page, int pos, int k)
+{
+    int pg = bt[pos / page];
+    return ref_attn_bf16_to_f32(kv[((size_t)pg * page + pos % page) * D_QK + k]);
+}
+
+START_TEST(bf16_round_trip)
+{
+    ck_assert_uint_eq(ref_attn_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(ref_attn_f32_to_bf16(-2.0f), 0xc000);
+    /* 1 + 2^-8 is halfway between bf16 neighbours: ties to even (down) */
+    ck_assert_uint_eq(ref_attn_f32_to_bf16(1.00390625f), 0x3f80);
+    /* 1 + 3 * 2^-8: halfway, rounds up to the even 0x3f82 */
+    ck_assert_uint_eq(ref_attn_f32_to_bf16(1.01171875f), 0x3f82);
+    ck_assert(ref_attn_bf16_to_f32(0x3f80) == 1.0f);
+    ck_assert(isnan(ref_attn_bf16_to_f32(ref_attn_f32_to_bf16(NAN))));
+}
+END_TEST
+
+/* q = 0: o = mean of the visible V rows, lse = ln(count). */
+START_TEST(zero_query_is_mean)
+{
+    enum { R = 1, H = 2, N = 4, PAGE = 3, PAST = 5 };
+    int max_pages = 3;
+    int32_t bt[3] = {2, 0, 1};
+    int32_t past[1] = {PAST}, nn[1] = {3};
+    uint16_t *kv = random_kv(3, PAGE);
+    uint16_t *q = calloc((size_t)R * N * H * D_QK, 2);
+    /* tree: 0 <- 1, 0 <- 2 (siblings) */
+    uint32_t mask[N] = {0x1, 0x3, 0x5, 0x8};
+    float *o = malloc(sizeof(float) * R * N * H * D_V);
+    float lse[R * N * H];
+    ref_verify_attn(o, lse, q, kv, bt, past, nn, mask, R, H, N, PAGE,
+                    max_pages, 0.5f);
+    for (int i = 0; i < N; i++) {
+        for (int h = 0; h < H; h++) {
+            float *orow = o + ((size_t)i * H + h) * D_V;
+            if (i >= nn[0]) {
+                for (int k = 0; k < D_V; k++)
+                    ck_assert(orow[k] == 0.f);
+                ck_assert(isinf(lse[i * H + h]) && lse[i * H + h] < 0);
+                continue;
+            }
+            int count = 0;
+            double want[D_V] = {0};
+            for (int pos = 0; pos < PAST + nn[0]; pos++) {
+                int j = pos - PAST;
+                if (pos >= PAST && !((mask[i] >> j) & 1))
+                    continue;
+                count++;
+                for (int k = 0; k < D_V; k++)
+                    want[k] += kvf(kv, bt, PAGE, pos, k);
+            }
+            ck_assert_int_eq(count, PAST + (i == 0 ? 1 : 2));
+            for (int k = 0; k < D_V; k++)
+                ck_assert(fabs(orow[k] - want[k] / count) < 1e-6);
+            ck_assert(fabs(lse[i * H + h] - log((double)count)) < 1e-6);
+        }
+    }
+    free(kv);
+    free(q);
+    free(o);
+}
+END_TEST
+
+/* No prefix and a root-only tree: the root sees itself only, so o is its
+ * own V row exactly and lse its logit; then two positions by hand. */
+START_TEST(one_and_two_positions)
+{
+    int32_t bt[2] = {1, 0};
+    uint16_t *kv = random_kv(2, 1);
+    uint16_t q[D_QK];
+    for (int k = 0; k < D_QK; k++)
+        q[k] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    uint32_t mask[1] = {1};
+    int32_t past[1] = {0}, nn[1] = {1};
+    float o[D_V], lse;
+    float scale = 0.25f;
+    ref_verify_attn(o, &lse, q, kv, bt, past, nn, mask, 1, 1, 1, 1, 2, scale);
+    double logit = 0;
+    for (int k = 0; k < D_QK; k++)
+        logit += (double)ref_attn_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 0, k);
+    for (int k = 0; k < D_V; k++)
+        ck_assert(o[k] == kvf(kv, bt, 1, 0, k));
+    ck_assert(fabs(lse - scale * logit) < 1e-5);
+
+    /* prefix of one: positions 0 (prefix) and 1 (the root itself) */
+    past[0] = 1;
+    ref_verify_attn(o, &lse, q, kv, bt, past, nn, mask, 1, 1, 1, 1, 2, scale);
+    double a = 0, b = 0;
+    for (int k = 0; k < D_QK; k++) {
+        a += (double)ref_attn_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 0, k);
+        b += (double)ref_attn_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 1, k);
+    }
+    a *= scale;
+    b *= scale;
+    double wa = exp(a) / (exp(a) + exp(b)), wb = 1 - wa;
+    for (int k = 0; k < D_V; k++)
+        ck_assert(fabs(o[k] - (wa * kvf(kv, bt, 1, 0, k) +
+                               wb * kvf(kv, bt, 1, 1, k))) < 1e-6);
+    ck_assert(fabs(lse - log(exp(a) + exp(b))) < 1e-5);
+    free(kv);
+}
+END_TEST
+
+/* Random trees: the generated mask is ancestors-and-self, and shuffling
+ * the physical pages (with the block table following) changes nothing. */
+START_TEST(masks_and_pages)
+{
+    enum { N = 40, W = 2 };
+    uint32_t mask[N * W];
+    int32_t parent[N];
+    ref_attn_random_tree(mask, parent, 30, N, &seed);
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < N; j++) {
+            int anc = 0;
+            if (i < 30)
+                for (int a = i; a >= 0; a = parent[a])
+                    anc |= a == j;
+            else
+                anc = i == j;
+            ck_assert_int_eq((mask[i * W + j / 32] >> (j % 32)) & 1, anc);
+        }
+    }
+
+    enum { H = 3, PAGE = 4, PAGES = 20 };
+    int32_t bt1[PAGES], bt2[PAGES];
+    uint16_t *kv1 = random_kv(PAGES, PAGE);
+    uint16_t *kv2 = malloc(2 * (size_t)PAGES * PAGE * D_QK);
+    for (int i = 0; i < PAGES; i++)
+        bt1[i] = i;
+    /* kv2 holds kv1's pages reversed; bt2 points at them */
+    for (int i = 0; i < PAGES; i++) {
+        bt2[i] = PAGES - 1 - i;
+        memcpy(kv2 + (size_t)(PAGES - 1 - i) * PAGE * D_QK,
+               kv1 + (size_t)i * PAGE * D_QK, 2 * PAGE * D_QK);
+    }
+    size_t nq = (size_t)N * H * D_QK;
+    uint16_t *q = malloc(2 * nq);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    int32_t past[1] = {37}, nn[1] = {30};
+    float *o1 = malloc(sizeof(float) * N * H * D_V);
+    float *o2 = malloc(sizeof(float) * N * H * D_V);
+    float l1[N * H], l2[N * H];
+    ref_verify_attn(o1, l1, q, kv1, bt1, past, nn, mask, 1, H, N, PAGE,
+                    PAGES, 0.1f);
+    ref_verify_attn(o2, l2, q, kv2, bt2, past, nn, mask, 1, H, N, PAGE,
+                    PAGES, 0.1f);
+    ck_assert_int_eq(memcmp(o1, o2, sizeof(float) * N * H * D_V), 0);
+    ck_assert_int_eq(memcmp(l1, l2, sizeof l1), 0);
+    free(kv1);
+    free(kv2);
+    free(q);
+    free(o1);
+    free(o2);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("ref_verify_attn");
+    TCase *tc = tcase_create("reference");
+    tcase_add_test(tc, bf16_round_trip);
+    tcase_add_test(tc, zero_query_is_mean);
+    tcase_add_test(tc, one_and_two_positions);
+    tcase_add_test(tc, masks_and_pages);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
