@@ -1537,9 +1537,32 @@ report_table(bench_ctx *b, FILE *o)
     }
 }
 
+/* Puts each baseline script's median beside the kernel row of the same
+ * kernel and config (the case files and the scripts share config
+ * strings). */
+static void
+match_baselines(bench_ctx *b)
+{
+    for (int i = 0; i < b->n_rows; i++) {
+        kernel_row *r = &b->rows[i];
+        if (r->baseline[0])
+            continue;
+        for (int j = 0; j < b->n_base; j++) {
+            base_row *x = &b->base[j];
+            if (strcmp(x->kernel, r->kernel) == 0 &&
+                strcmp(x->config, r->config) == 0) {
+                snprintf(r->baseline, sizeof r->baseline, "torch");
+                r->baseline_us = x->us;
+                break;
+            }
+        }
+    }
+}
+
 void
 bench_report(bench_ctx *b, FILE *out, int json)
 {
+    match_baselines(b);
     if (json)
         report_json(b, out);
     else
