@@ -184,3 +184,28 @@ ct_write_entry(const char *path, const kdt_key *key, const char *pre,
     ck_assert_int_eq(ct_write(path, enc, n, 0600), 0);
     free(enc);
 }
+
+TCase *
+ct_tcase(const char *name, int timeout_s)
+{
+    TCase *tc = tcase_create(name);
+
+    tcase_add_checked_fixture(tc, ct_setup, ct_teardown);
+    tcase_set_timeout(tc, timeout_s);
+    return tc;
+}
+
+int
+ct_run(const char *name, TCase *tc)
+{
+    Suite *s = suite_create(name);
+    SRunner *sr;
+    int failed;
+
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -6,6 +6,7 @@
 #ifndef KDT_CACHE_TESTUTIL_H
 #define KDT_CACHE_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 
 #include "cache.h"
@@ -41,5 +42,11 @@ void ct_write_entry(const char *path, const kdt_key *key, const char *pre,
                     size_t pre_len, const kdt_blob *blob);
 /* mkdir -p with 0700. */
 void ct_mkdirs(const char *path);
+
+/* A test case with the ct_setup/ct_teardown fixture and a timeout. */
+TCase *ct_tcase(const char *name, int timeout_s);
+/* Runs `tc` as suite `name` (each test forked); EXIT_SUCCESS or
+ * EXIT_FAILURE for main() to return. */
+int ct_run(const char *name, TCase *tc);
 
 #endif

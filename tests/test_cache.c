@@ -1201,14 +1201,11 @@ START_TEST(test_fork_after_use)
 }
 END_TEST
 
-static Suite *
-cache_suite(void)
+int
+main(void)
 {
-    Suite *s = suite_create("cache");
-    TCase *tc = tcase_create("cache");
+    TCase *tc = ct_tcase("cache", 60);
 
-    tcase_add_checked_fixture(tc, ct_setup, ct_teardown);
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_ptx_and_alias_kinds);
     tcase_add_test(tc, test_decode_reasons);
@@ -1236,18 +1233,5 @@ cache_suite(void)
     tcase_add_test(tc, test_lock_dir_fallbacks);
     tcase_add_test(tc, test_memory_clear);
     tcase_add_test(tc, test_fork_after_use);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int
-main(void)
-{
-    SRunner *sr = srunner_create(cache_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ct_run("cache", tc);
 }

@@ -197,10 +197,7 @@ nvrtc_available(void)
 int
 main(void)
 {
-    Suite *s;
     TCase *tc;
-    SRunner *sr;
-    int failed;
 
     pick_kernels();
     if (!nvrtc_available()) {
@@ -208,15 +205,7 @@ main(void)
                "compile): skipped\n", KERNEL);
         return 77;
     }
-    s = suite_create("cache_cold");
-    tc = tcase_create("cold");
-    tcase_add_checked_fixture(tc, ct_setup, ct_teardown);
-    tcase_set_timeout(tc, 600);
+    tc = ct_tcase("cold", 600);
     tcase_add_test(tc, test_cold_start_compiles_once);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ct_run("cache_cold", tc);
 }

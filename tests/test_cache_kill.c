@@ -193,18 +193,8 @@ END_TEST
 int
 main(void)
 {
-    Suite *s = suite_create("cache_kill");
-    TCase *tc = tcase_create("kill");
-    SRunner *sr;
-    int failed;
+    TCase *tc = ct_tcase("kill", 300);
 
-    tcase_add_checked_fixture(tc, ct_setup, ct_teardown);
-    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_kill_during_publish);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ct_run("cache_kill", tc);
 }

@@ -177,19 +177,9 @@ END_TEST
 int
 main(void)
 {
-    Suite *s = suite_create("cache_multi");
-    TCase *tc = tcase_create("multi");
-    SRunner *sr;
-    int failed;
+    TCase *tc = ct_tcase("multi", 120);
 
-    tcase_add_checked_fixture(tc, ct_setup, ct_teardown);
-    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_sixteen_cold_processes);
     tcase_add_test(tc, test_no_lock_still_correct);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ct_run("cache_multi", tc);
 }
