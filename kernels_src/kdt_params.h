@@ -19,6 +19,7 @@
 /* NVRTC has no system headers; these match <stdint.h> on every CUDA host. */
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
 typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef long long int64_t;
