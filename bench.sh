@@ -7,4 +7,4 @@
 set -eu
 cd "$(dirname "$0")"
 sh tools/setup.sh
-exec ./tools/kdtree-bench "$@"
+exec sh tools/run-bench.sh "$@"
