@@ -28,9 +28,15 @@
 #endif
 #define KDT_ATTN_THREADS (KDT_ATTN_BM * 4) /* one warp per 8 rows */
 #define KDT_ATTN_ROW_BYTES 1168 /* one padded 576-wide bf16 row in smem */
-/* ring (also the Q staging area) + 4 partial-S slots + P + 3 row arrays
+/* Buffers of partial S, P and rescale factors: 2 lets the BM = 32 kernel
+ * run softmax(t-1) beside the MMAs of tiles t and t-2 with one barrier a
+ * tile; BM = 64 has no room for that under 99 KB and uses two barriers. */
+#ifndef KDT_ATTN_NBUF
+#define KDT_ATTN_NBUF (KDT_ATTN_BM == 32 ? 2 : 1)
+#endif
+/* ring (also the Q staging area) + partial-S slots + P + alpha + row sums
  * (one line: the source embedder does not keep backslash continuations) */
-#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + 4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 + KDT_ATTN_BM * 48 + 3 * KDT_ATTN_BM * 4)
+#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_NBUF * (4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 + KDT_ATTN_BM * 48 + KDT_ATTN_BM * 4) + KDT_ATTN_BM * 4)
 /* The merge kernel: one warp per output row. */
 #define KDT_ATTN_MERGE_THREADS 128
 #define KDT_ATTN_MAX_SPLITS 64

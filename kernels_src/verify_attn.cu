@@ -65,14 +65,16 @@ constexpr int ROW_BYTES = KDT_ATTN_ROW_BYTES;
 constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
 constexpr int STAGE_BYTES = BN * ROW_BYTES;
 constexpr int RING_BYTES = NSTAGE * STAGE_BYTES;
-constexpr int SLOT_BYTES = BM * BN * 4;
+constexpr int NBUF = KDT_ATTN_NBUF;           /* 1: two barriers a tile */
+constexpr int SLOT_BYTES = BM * BN * 4;       /* one partial-S slot */
 constexpr int P_STRIDE = 48;                  /* 16 bf16 + pad: no conflicts */
+constexpr int SBUF_BYTES = 4 * SLOT_BYTES;    /* the 4 slots of one tile */
+constexpr int PBUF_BYTES = BM * P_STRIDE;
 constexpr int SLOTS_OFF = RING_BYTES;
-constexpr int P_OFF = SLOTS_OFF + 4 * SLOT_BYTES;
-constexpr int ALPHA_OFF = P_OFF + BM * P_STRIDE;
-constexpr int L_OFF = ALPHA_OFF + BM * 4;
-constexpr int M_OFF = L_OFF + BM * 4;
-constexpr int SMEM_BYTES = M_OFF + BM * 4;
+constexpr int P_OFF = SLOTS_OFF + NBUF * SBUF_BYTES;
+constexpr int ALPHA_OFF = P_OFF + NBUF * PBUF_BYTES;
+constexpr int L_OFF = ALPHA_OFF + NBUF * BM * 4;
+constexpr int SMEM_BYTES = L_OFF + BM * 4;
 constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 
 static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
@@ -80,6 +82,7 @@ static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
 static_assert((BM == 64 || BM == 32) && NTHREADS == BM * 4 && BN == 16,
               "the warp roles below are written for 8 rows a warp, 16 tokens");
+static_assert(NSTAGE == 4 && (NBUF == 1 || NBUF == 2), "the ring holds 4");
 constexpr int NWARPS = NTHREADS / 32;
 constexpr int NCOL = D_V / NWARPS;            /* output columns per warp */
 constexpr int NT = NCOL / 8;                  /* their n8 tiles */
@@ -87,7 +90,7 @@ constexpr int MT = BM / 16;                   /* m16 tiles of the block */
 static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
-/* Slot element (row, col) of a 64 x 16 f32 partial-S tile.  Rows are 64 B;
+/* Slot element (row, col) of a BM x 16 f32 partial-S tile.  Rows are 64 B;
  * the XOR of column bit 3 by row bit 1 makes both the fragment stores
  * (4 rows x 8 columns per half warp) and the float4 row reads (2 rows per
  * quarter warp) conflict-free. */
@@ -103,9 +106,10 @@ slot_index(int row, int col)
 constexpr int TPT = NTHREADS / BN;            /* threads per token */
 constexpr int PIECES = (CHUNKS + TPT - 1) / TPT;
 
-/* Copies KV tile t (tokens t*BN ..) of the request into ring stage `st`;
- * tokens at or past `total` are zero-filled (never read: the block table
- * may hold garbage there, and a zero V row times P = 0 cannot make NaN). */
+/* Copies KV tile t (tokens t*BN ..) of the request into the stage at
+ * `dst` (this thread's first piece); tokens at or past `total` are
+ * zero-filled (never read: the block table may hold garbage there, and a
+ * zero V row times P = 0 cannot make NaN). */
 static __device__ __forceinline__ void
 load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
              const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
@@ -123,6 +127,143 @@ load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
         if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
             kdt_cp_async16(dst + i * TPT * 16, src + (bytes ? i * TPT * 8 : 0),
                            bytes);
+}
+
+/* QK, the MMA half: this warp's partial S (rows 32h..32h+31, its quarter
+ * q of the dims) of the tile in the stage at `krow` (lane address). */
+static __device__ __forceinline__ void
+qk_mma(float acc[2][2][4], const uint32_t qa[2][9][4], uint32_t krow, int qq)
+{
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc[mi][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 9; ++ks) {
+        const int dim = ks < 8 ? 128 * qq + 16 * ks : 512 + 16 * qq;
+        uint32_t kb[4];
+        kdt_ldmatrix_x4(kb, krow + dim * 2);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+            kdt_mma_bf16(acc[mi][0], qa[mi][ks], kb[0], kb[1]);
+            kdt_mma_bf16(acc[mi][1], qa[mi][ks], kb[2], kb[3]);
+        }
+    }
+}
+
+/* QK, the store half: the partial S into slot qq of `sbuf`. */
+static __device__ __forceinline__ void
+qk_store(float *sbuf, const float acc[2][2][4], int qh, int qq, int lane)
+{
+    float *slot = sbuf + qq * (BM * BN);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int row = 32 * qh + 16 * mi + (lane >> 2) + 8 * hf;
+                const int col = 8 * nt + 2 * (lane & 3);
+                *(float2 *)(slot + slot_index(row, col)) =
+                    make_float2(acc[mi][nt][2 * hf], acc[mi][nt][2 * hf + 1]);
+            }
+}
+
+/* Softmax of tile t for row srow, columns sc0..sc0+3: sums the 4 partial
+ * slots, scales, masks (tail tiles only), moves the lazy maximum, writes P
+ * (bf16) and alpha.  Returns alpha (1 when the maximum did not move). */
+static __device__ __forceinline__ float
+softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
+             int srow, int sc0, int lane, int past, int total, int nn,
+             int snode, const uint32_t *__restrict__ mask_row,
+             float scale_log2, float &m_ref, float &l_part)
+{
+    float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const float4 v =
+            *(const float4 *)(sbuf + q * (BM * BN) + slot_index(srow, sc0));
+        x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        x[j] *= scale_log2;
+    if ((t + 1) * BN > past) {
+        /* a tail tile: the tree's own rows, and the end of the KV */
+        const int pos0 = t * BN + sc0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int pos = pos0 + j;
+            bool vis = pos < past;
+            if (!vis && pos < total && snode < nn) {
+                const int jj = pos - past;
+                vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
+            }
+            if (!vis)
+                x[j] = kdt_neg_inf();
+        }
+    }
+    float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    float alpha = 1.f;
+    if (mx > m_ref + LAZY_RESCALE) {
+        alpha = kdt_exp2(m_ref - mx); /* 0 when m_ref = -inf */
+        m_ref = mx;
+        l_part *= alpha;
+    }
+    /* m_ref = -inf means every x so far is -inf: p = 0, not NaN */
+    const float mu = m_ref == kdt_neg_inf() ? 0.f : m_ref;
+    float pr[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        pr[j] = kdt_exp2(x[j] - mu);
+        l_part += pr[j];
+    }
+    uint2 pk;
+    pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
+    pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
+    *(uint2 *)(pbuf + srow * P_STRIDE + sc0 * 2) = pk;
+    if ((lane & 3) == 0)
+        alpha_s[srow] = alpha;
+    return alpha;
+}
+
+/* PV: O[:, NCOL*w ..] = alpha O + P V for the tile whose V rows start at
+ * `vrow` (lane address), P at `p_lane` (lane address). */
+static __device__ __forceinline__ void
+pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
+        const float *alpha_s, int rescale, int lane)
+{
+    if (rescale) {
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            const float a0 = alpha_s[16 * mi + (lane >> 2)];
+            const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
+                o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
+            }
+        }
+    }
+    uint32_t pa[MT][4];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+        kdt_ldmatrix_x4(pa[mi], p_lane + 16 * mi * P_STRIDE);
+#pragma unroll
+    for (int j = 0; j < NT / 2; ++j) {
+        uint32_t vb[4];
+        kdt_ldmatrix_x4_trans(vb, vrow + 16 * j * 2);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            kdt_mma_bf16(o[mi][2 * j], pa[mi], vb[0], vb[1]);
+            kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
+        }
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, 64 / BM)
@@ -165,7 +306,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const uint32_t ring = kdt_smem_addr(smem);
     float *slots = (float *)(smem + SLOTS_OFF);
     unsigned char *pbuf = smem + P_OFF;
-    const uint32_t pbuf_s = ring + P_OFF;
     float *alpha_s = (float *)(smem + ALPHA_OFF);
     float *l_s = (float *)(smem + L_OFF);
 
@@ -200,17 +340,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     }
     __syncthreads(); /* the ring now belongs to the KV tiles */
 
-    /* ---- pipeline prologue: tiles t0, t0+1 ------------------------- */
-    const int ltok = tid / TPT, lcol = tid % TPT;
-    const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        if (t0 + s < t1)
-            load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s, total,
-                         kv, bt);
-        kdt_cp_async_commit();
-    }
-
     /* softmax state of row 8*warp + lane/4 (the 4 lanes of a row agree) */
     const int srow = 8 * warp + (lane >> 2);
     const int sc0 = 4 * (lane & 3);
@@ -231,160 +360,107 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 
     /* lane addresses inside a stage: K as the B operand of S (tokens are
      * n, dims are k), V as the B operand of O (ldmatrix.trans: tokens are
-     * k, this warp's NCOL columns are n) */
+     * k, this warp's NCOL columns are n); P as the A operand of O */
     const uint32_t k_lane = ((lane & 7) + 8 * (lane >> 4)) * ROW_BYTES
                             + 8 * ((lane >> 3) & 1) * 2;
     const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
                             + (NCOL * warp + 8 * (lane >> 4)) * 2;
-    const uint32_t p_lane = pbuf_s + (lane & 15) * P_STRIDE
+    const uint32_t p_lane = ring + P_OFF + (lane & 15) * P_STRIDE
                             + 8 * (lane >> 4) * 2;
-
-    kdt_cp_async_wait<1>();
-    __syncthreads(); /* tile t0 landed */
+    const int ltok = tid / TPT, lcol = tid % TPT;
+    const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
     int rescale = 0;
 
-    /*
-     * Iteration t: refill (tile t+2 into the stage tile t-2 left), PV of
-     * tile t-1 and QK of tile t (independent tensor work, no barrier
-     * between them), barrier X, softmax of tile t, barrier Y (which also
-     * publishes tile t+1).  Two block barriers per tile; the four stages
-     * hold tiles t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
-     */
-    for (int t = t0; t <= t1; ++t) {
-        const int it = t - t0;
-
-        if (t + 2 < t1)
-            load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok, lcol,
-                         t + 2, total, kv, bt);
-        kdt_cp_async_commit();
-
-        /* ---- PV(t-1): O[:, NCOL*w ..] = alpha O + P V ---------------- */
-        if (t > t0) {
-            if (rescale) {
+    if (NBUF == 1) {
+        /*
+         * BM = 64.  Iteration t: refill (tile t+2 into the stage tile t-2
+         * left), PV of tile t-1 and QK of tile t (independent tensor work,
+         * no barrier between them), barrier X, softmax of tile t, barrier
+         * Y (which also publishes tile t+1).  The four stages hold tiles
+         * t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
+         */
 #pragma unroll
-                for (int mi = 0; mi < MT; ++mi) {
-                    const float a0 = alpha_s[16 * mi + (lane >> 2)];
-                    const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) {
-                        o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
-                        o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
-                    }
-                }
-            }
-            uint32_t pa[MT][4];
-#pragma unroll
-            for (int mi = 0; mi < MT; ++mi)
-                kdt_ldmatrix_x4(pa[mi], p_lane + 16 * mi * P_STRIDE);
-            const uint32_t vrow =
-                ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane;
-#pragma unroll
-            for (int j = 0; j < NT / 2; ++j) {
-                uint32_t vb[4];
-                kdt_ldmatrix_x4_trans(vb, vrow + 16 * j * 2);
-#pragma unroll
-                for (int mi = 0; mi < MT; ++mi) {
-                    kdt_mma_bf16(o[mi][2 * j], pa[mi], vb[0], vb[1]);
-                    kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
-                }
-            }
+        for (int s = 0; s < 2; ++s) {
+            if (t0 + s < t1)
+                load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s,
+                             total, kv, bt);
+            kdt_cp_async_commit();
         }
-        if (t == t1)
-            break;
-
-        /* ---- QK(t): partial S over this warp's quarter of the dims -- */
-        {
+        kdt_cp_async_wait<1>();
+        __syncthreads(); /* tile t0 landed */
+        for (int t = t0; t <= t1; ++t) {
+            const int it = t - t0;
+            if (t + 2 < t1)
+                load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok,
+                             lcol, t + 2, total, kv, bt);
+            kdt_cp_async_commit();
+            if (t > t0)
+                pv_tile(o, p_lane,
+                        ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
+                            + v_lane,
+                        alpha_s, rescale, lane);
+            if (t == t1)
+                break;
             float acc[2][2][4];
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        acc[mi][nt][e] = 0.f;
-            const uint32_t krow = ring + (it % NSTAGE) * STAGE_BYTES + k_lane;
-#pragma unroll
-            for (int ks = 0; ks < 9; ++ks) {
-                const int dim = ks < 8 ? 128 * qq + 16 * ks : 512 + 16 * qq;
-                uint32_t kb[4];
-                kdt_ldmatrix_x4(kb, krow + dim * 2);
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi) {
-                    kdt_mma_bf16(acc[mi][0], qa[mi][ks], kb[0], kb[1]);
-                    kdt_mma_bf16(acc[mi][1], qa[mi][ks], kb[2], kb[3]);
-                }
-            }
-            float *slot = slots + qq * (BM * BN);
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                    for (int hf = 0; hf < 2; ++hf) {
-                        const int row = 32 * qh + 16 * mi + (lane >> 2) + 8 * hf;
-                        const int col = 8 * nt + 2 * (lane & 3);
-                        *(float2 *)(slot + slot_index(row, col)) =
-                            make_float2(acc[mi][nt][2 * hf],
-                                        acc[mi][nt][2 * hf + 1]);
-                    }
+            qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
+            qk_store(slots, acc, qh, qq, lane);
+            __syncthreads(); /* X: partial S written; PV(t-1) done */
+            const float alpha =
+                softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane, past,
+                             total, nn, snode, mask_row, scale_log2, m_ref,
+                             l_part);
+            kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
+            /* Y: P, alpha and tile t+1 visible; the OR says whether any
+             * row's reference maximum moved (else PV skips the rescale) */
+            rescale = __syncthreads_or(alpha != 1.f);
         }
-        __syncthreads(); /* X: partial S written; PV(t-1) done everywhere */
-
-        /* ---- softmax of rows 8w..8w+7, columns sc0..sc0+3 ------------ */
-        float alpha = 1.f;
-        {
-            float x[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const float4 v = *(const float4 *)(slots + q * (BM * BN)
-                                                   + slot_index(srow, sc0));
-                x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
+    } else {
+        /*
+         * BM = 32, double-buffered partial S, P and alpha: one barrier a
+         * tile.  Iteration t: refill (tile t+1 into the stage tile t-3
+         * left), QK MMAs of tile t, softmax of tile t-1 (its latency hidden
+         * behind those MMAs), store the partial S of t, PV of tile t-2,
+         * barrier.  The stages hold tiles t-2 (PV), t-1 (V for the next
+         * PV), t (QK) and t+1 (in flight).
+         */
+        if (t0 < t1)
+            load_kv_tile(ldst, ltok, lcol, t0, total, kv, bt);
+        kdt_cp_async_commit();
+        kdt_cp_async_wait<0>();
+        __syncthreads(); /* tile t0 landed */
+        for (int t = t0; t < t1 + 2; ++t) {
+            const int it = t - t0;
+            if (t + 1 < t1)
+                load_kv_tile(ldst + ((it + 1) % NSTAGE) * STAGE_BYTES, ltok,
+                             lcol, t + 1, total, kv, bt);
+            kdt_cp_async_commit();
+            float acc[2][2][4];
+            if (t < t1)
+                qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane,
+                       qq);
+            float alpha = 1.f;
+            if (t > t0 && t - 1 < t1) {
+                const int b = (it - 1) & 1;
+                alpha = softmax_tile(slots + b * (SBUF_BYTES / 4),
+                                     pbuf + b * PBUF_BYTES, alpha_s + b * BM,
+                                     t - 1, srow, sc0, lane, past, total, nn,
+                                     snode, mask_row, scale_log2, m_ref,
+                                     l_part);
             }
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                x[j] *= scale_log2;
-            if ((t + 1) * BN > past) {
-                /* a tail tile: the tree's own rows, and the end of the KV */
-                const int pos0 = t * BN + sc0;
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const int pos = pos0 + j;
-                    bool vis = pos < past;
-                    if (!vis && pos < total && snode < nn) {
-                        const int jj = pos - past;
-                        vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
-                    }
-                    if (!vis)
-                        x[j] = kdt_neg_inf();
-                }
+            if (t < t1)
+                qk_store(slots + (it & 1) * (SBUF_BYTES / 4), acc, qh, qq,
+                         lane);
+            if (t >= t0 + 2) {
+                const int b = it & 1; /* (it - 2) & 1 */
+                pv_tile(o, p_lane + b * PBUF_BYTES,
+                        ring + ((it + 2) % NSTAGE) * STAGE_BYTES + v_lane,
+                        alpha_s + b * BM, rescale, lane);
             }
-            float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            if (mx > m_ref + LAZY_RESCALE) {
-                alpha = kdt_exp2(m_ref - mx); /* 0 when m_ref = -inf */
-                m_ref = mx;
-                l_part *= alpha;
-            }
-            /* m_ref = -inf means every x so far is -inf: p = 0, not NaN */
-            const float mu = m_ref == kdt_neg_inf() ? 0.f : m_ref;
-            float pr[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                pr[j] = kdt_exp2(x[j] - mu);
-                l_part += pr[j];
-            }
-            uint2 pk;
-            pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
-            pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
-            *(uint2 *)(pbuf + srow * P_STRIDE + sc0 * 2) = pk;
-            if ((lane & 3) == 0)
-                alpha_s[srow] = alpha;
+            kdt_cp_async_wait<0>(); /* this thread's part of tile t+1 */
+            /* partial S of t, P of t-1 and tile t+1 visible; the OR is
+             * whether PV(t-1), next iteration, must rescale */
+            rescale = __syncthreads_or(alpha != 1.f);
         }
-        kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
-        /* Y: P, alpha and tile t+1 visible; the OR says whether any row's
-         * reference maximum moved (else PV skips the rescale) */
-        rescale = __syncthreads_or(alpha != 1.f);
     }
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 

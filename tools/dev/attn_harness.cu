@@ -28,7 +28,7 @@
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
             cudaGetErrorString(e_)); exit(2); } } while (0)
 
-static int sm_count;
+static int sm_count, smem_optin;
 
 /* The library's rule (kernel_verify_attn.c): fewest splits within 5% of
  * the best waves-per-split over 1..64, at least 8 KV tiles per split. */
@@ -36,13 +36,15 @@ static int
 pick_splits(int R, int64_t cap)
 {
     int64_t base = (int64_t)((ROWS + BM - 1) / BM) * R;
+    int bps = std::min(64 / BM, (smem_optin + 1024) / (SMEM_BYTES + 1024));
+    int64_t slots = (int64_t)sm_count * std::max(bps, 1);
     int64_t cap_tiles = (cap + BN - 1) / BN;
     int smax = (int)std::min<int64_t>(KDT_ATTN_MAX_SPLITS,
                                       std::max<int64_t>(1, cap_tiles / 8));
     double best = 1e30;
     std::vector<double> cost(smax + 1);
     for (int s = 1; s <= smax; ++s) {
-        int64_t waves = (base * s + sm_count - 1) / sm_count;
+        int64_t waves = (base * s + slots - 1) / slots;
         cost[s] = (double)waves / s;
         best = std::min(best, cost[s]);
     }
@@ -216,8 +218,8 @@ check(int argc, char **argv)
         if (!std::isinf(rl[i]))
             lmax = std::max(lmax, (double)fabs(lse[i] - rl[i]));
     }
-    printf("check H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", H, PAGE,
-           N_MAX, R, splits, scale);
+    printf("check BM=%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", BM, H,
+           PAGE, N_MAX, R, splits, scale);
     for (int r = 0; r < R; ++r)
         printf(" %d:%d", past[r], nn[r]);
     printf("  maxerr %.3g rel %.3g lse %.3g  %s\n", maxerr,
@@ -265,9 +267,9 @@ bench(int argc, char **argv)
         CK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         double us = ts[ts.size() / 2];
-        printf("bench H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
+        printf("bench BM=%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
                " %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
-               H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
+               BM, H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
                R, us, flops / us * 1e-6, flops / us * 1e-6 / 9.89);
         fflush(stdout);
     }
@@ -278,6 +280,8 @@ int
 main(int argc, char **argv)
 {
     CK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaDeviceGetAttribute(&smem_optin,
+                              cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     CK(cudaFuncSetAttribute(kdt_verify_attn,
                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                             SMEM_BYTES));
