@@ -33,8 +33,9 @@ make -s -j"$jobs"
 
 # The TESTS list as the Makefile has it, less GPU and Python suites.
 if [ -z "${SANITIZE_TESTS:-}" ]; then
+    # (tail: make may first regenerate itself and say so on stdout)
     all=$(printf 'print-tests:\n\t@echo $(TESTS)\n' |
-          make -s -f Makefile -f - print-tests)
+          make -s -f Makefile -f - print-tests | tail -n 1)
     SANITIZE_TESTS=
     for t in $all; do
         case $t in
@@ -83,6 +84,7 @@ print-cppflags:
 	@echo $(CUDA_CPPFLAGS) $(XXHASH_CFLAGS)
 EOF
 )
+    cpp=$(echo "$cpp" | tail -n 1)
     # shellcheck disable=SC2086
     "$cc_fuzz" -g -O1 -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=undefined -DKDT_FUZZ_LIBFUZZER -DXXH_INLINE_ALL \
