@@ -8,11 +8,11 @@
 set -u
 out=${OUT:-/tmp/kdt-out}
 mkdir -p "$out"
-here=$(pwd)
+top=$(pwd)
 # shellcheck disable=SC1091
 . .gpu/env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
-rm -rf /tmp/kdt && mkdir -p /tmp/kdt && tar xzf "$here"/.xfer/kdtree-jit-*.tar.gz -C /tmp/kdt
+rm -rf /tmp/kdt && mkdir -p /tmp/kdt && tar xzf "$top"/.xfer/kdtree-jit-*.tar.gz -C /tmp/kdt
 cd /tmp/kdt/kdtree-jit-*/ || exit 1
 ./configure -q >"$out/configure.log" 2>&1 || { tail -30 config.log; exit 1; }
 make -j16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
