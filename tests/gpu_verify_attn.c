@@ -8,14 +8,17 @@
  * and the workspace checks.  Exits 77 without a GPU.
  *
  * Tolerance, per output element:
- *     |o - o_ref| <= 2^-8 (|o_ref| + max|v|)
+ *     |o - o_ref| <= 2^-7 (|o_ref| + max|v|)
  * The inputs are bf16 and exact in both; the kernel's logits, sums and
  * accumulators are f32 (error ~1e-6 relative, negligible).  The kernel
- * rounds P to bf16 for the tensor cores (relative error <= 2^-9 per
- * weight, so <= 2^-9 max|v| on o) and rounds o to bf16 (<= 2^-9 |o|):
- * at most 2^-9 (|o| + max|v|), and the test allows twice that.  Padded
- * rows must be exactly 0 (o) and -inf (lse).  lse (natural log) must be
- * within 1e-3 (1 + |lse_ref|): only f32 rounding and ex2.approx enter it.
+ * rounds P to bf16 for the tensor cores (bf16 keeps 8 significant bits:
+ * relative error <= 2^-8 per weight, so <= 2^-8 max|v| on o, since o is a
+ * weighted mean of V rows) and rounds o to bf16 (<= 2^-8 |o|): at most
+ * 2^-8 (|o| + max|v|) in the worst case, which a peaked softmax (few
+ * weights, errors of one sign) nearly reaches; the test allows twice that.
+ * Padded rows must be exactly 0 (o) and -inf (lse).  lse (natural log)
+ * must be within 1e-3 (1 + |lse_ref|): only f32 rounding and ex2.approx
+ * enter it (P's bf16 rounding does not: the sum uses the f32 weights).
  * Outputs are poisoned with NaN first, so an element never written fails.
  */
 #include <check.h>
@@ -196,7 +199,7 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
             double g = ref_attn_bf16_to_f32(o[i * D_V + c]);
             double ref = p->ro[i * D_V + c];
             double e = fabs(g - ref);
-            int ok = padded ? g == 0.0 : e <= (fabs(ref) + 1.0) / 256.0;
+            int ok = padded ? g == 0.0 : e <= (fabs(ref) + 1.0) / 128.0;
             if (!ok && bad++ < 5)
                 fprintf(stderr, "%s: o r=%d node=%d head=%d col=%d: got %g "
                         "want %g\n", what, r, node, (int)(i % H), c, g, ref);

@@ -188,14 +188,14 @@ check(int argc, char **argv)
     ref_verify_attn(ro.data(), rl.data(), P.q.data(), P.kv.data(),
                     P.bt.data(), P.past.data(), P.nn.data(), P.mask.data(),
                     R, H, N_MAX, PAGE, P.max_pages, scale);
-    /* tolerance: see tests/gpu_verify_attn.c (2^-8 (|ref| + max|v|)) */
+    /* tolerance: see tests/gpu_verify_attn.c (2^-7 (|ref| + max|v|)) */
     double maxerr = 0, num = 0, den = 0, lmax = 0;
     long bad = 0;
     for (size_t i = 0; i < o.size(); ++i) {
         double g = ref_attn_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
         num += e * e;
         den += (double)ro[i] * ro[i];
-        if (!(e <= (fabs(ro[i]) + 1.0) / 256.0)) {
+        if (!(e <= (fabs(ro[i]) + 1.0) / 128.0)) {
             if (bad < 5)
                 fprintf(stderr, "  o[%zu] (row %zu col %zu) gpu %g ref %g\n",
                         i, i / D_V, i % D_V, g, ro[i]);
@@ -218,8 +218,8 @@ check(int argc, char **argv)
         if (!std::isinf(rl[i]))
             lmax = std::max(lmax, (double)fabs(lse[i] - rl[i]));
     }
-    printf("check BM=%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", BM, H,
-           PAGE, N_MAX, R, splits, scale);
+    printf("check BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", BM,
+           NBUF, H, PAGE, N_MAX, R, splits, scale);
     for (int r = 0; r < R; ++r)
         printf(" %d:%d", past[r], nn[r]);
     printf("  maxerr %.3g rel %.3g lse %.3g  %s\n", maxerr,
@@ -267,9 +267,9 @@ bench(int argc, char **argv)
         CK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         double us = ts[ts.size() / 2];
-        printf("bench BM=%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
+        printf("bench BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
                " %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
-               BM, H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
+               BM, NBUF, H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
                R, us, flops / us * 1e-6, flops / us * 1e-6 / 9.89);
         fflush(stdout);
     }

@@ -24,13 +24,18 @@ left() { echo $(( 340 - ($(date +%s) - T0) )); }
 ) > /tmp/lib/configure.log 2>&1 &
 
 CFGS="A:8:64:65 B:1:1:1 D:16:16:17 E:64:16:65 G:128:64:65 H:8:16:1025 I:16:64:65"
-for bm in 64 32; do
+# variants: BM_NBUF (rows a block, buffers of S/P: 1 = two barriers a tile)
+VARS="64_1 32_2 32_1"
+for v in $VARS; do
     for c in $CFGS; do
         IFS=: read n h pg nm <<<"$c"
+        # the third variant only where it is checked and benched
+        [ $v = 32_1 ] && case $n in A|B|E) ;; *) continue;; esac
         nvcc -std=c++17 -O2 -arch=sm_90 -lineinfo -I kernels_src -I tests \
-            -DKDT_ATTN_BM=$bm -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
+            -DKDT_ATTN_BM=${v%_*} -DKDT_ATTN_NBUF=${v#*_} \
+            -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
             tools/dev/attn_harness.cu tests/ref_verify_attn.c \
-            -o /tmp/ah/$n$bm > /tmp/ah/$n$bm.build 2>&1 &
+            -o /tmp/ah/$n$v > /tmp/ah/$n$v.build 2>&1 &
     done
 done
 wait
@@ -55,21 +60,23 @@ G check 0 0.0722 13 1000:65
 H check 0 0.0722 14 100:1025 0:300 5:1
 I check 2 1.0 16 4096:65 0:1
 EOF
-for bm in 64 32; do
-    while read b args; do echo "/tmp/ah/$b$bm $args"; done < /tmp/ah/checks
-done | xargs -P 12 -I{} sh -c '{} 2>&1' > "$OUT/check.log"
-el "checks: $(grep -c ' ok$' "$OUT/check.log") ok of 32"
+for v in $VARS; do
+    while read b args; do
+        [ -x /tmp/ah/$b$v ] && echo "/tmp/ah/$b$v $args"
+    done < /tmp/ah/checks
+done | xargs -P 14 -I{} sh -c '{} 2>&1' > "$OUT/check.log"
+el "checks: $(grep -c ' ok$' "$OUT/check.log") ok of $(grep -c '^check' "$OUT/check.log")"
 grep -v " ok$" "$OUT/check.log" | head -20
 
-for bm in 64 32; do
+for v in $VARS; do
     {
-        /tmp/ah/A$bm bench 1 32768 0
-        /tmp/ah/A$bm bench 8 32768 0
-        /tmp/ah/E$bm bench 8 32768 0
-        /tmp/ah/E$bm bench 1 32768 0
-        /tmp/ah/G$bm bench 1 32768 0
-        /tmp/ah/I$bm bench 1 32768 0
-        /tmp/ah/A$bm bench 1 4096 0
+        /tmp/ah/A$v bench 1 32768 0
+        /tmp/ah/E$v bench 8 32768 0
+        /tmp/ah/A$v bench 8 32768 0
+        /tmp/ah/E$v bench 1 32768 0
+        [ -x /tmp/ah/G$v ] && /tmp/ah/G$v bench 1 32768 0
+        [ -x /tmp/ah/I$v ] && /tmp/ah/I$v bench 1 32768 0
+        /tmp/ah/A$v bench 1 4096 0
     } 2>&1 | tee -a "$OUT/bench.log"
 done
 el "benched"
@@ -79,25 +86,34 @@ WIN=$(python3 - "$OUT/bench.log" <<'EOF'
 import re, sys
 t = {}
 for line in open(sys.argv[1]):
-    m = re.match(r"bench BM=(\d+) H=(\d+) .* R=(\d+) past=(\d+) .*: ([\d.]+) us", line)
+    m = re.match(r"bench BM=(\d+)/(\d+) H=(\d+) .* R=(\d+) past=(\d+) .*: ([\d.]+) us", line)
     if m:
-        bm, h, r, past, us = m.groups()
+        bm, nb, h, r, past, us = m.groups()
+        bm = bm + "_" + nb
         if (h, r, past) in (("8", "1", "32768"), ("64", "8", "32768")):
             t.setdefault(bm, []).append(float(us) / (95 if h == "8" else 5000))
 ok = {bm: sum(v) for bm, v in t.items() if len(v) == 2}
-print(min(ok, key=ok.get) if ok else "64")
+print(min(ok, key=ok.get) if ok else "64_1")
 EOF
 )
-grep -q "FAIL" "$OUT/check.log" && grep "FAIL" "$OUT/check.log" | grep -q "BM=32" && WIN=64
-el "variant: BM=$WIN"
+# a variant with any failed (or crashed: no line) check never wins
+FAILED=""
+for v in $VARS; do
+    want=0
+    while read b args; do [ -x /tmp/ah/$b$v ] && want=$((want + 1)); done < /tmp/ah/checks
+    got=$(grep -c "BM=${v%_*}/${v#*_} .* ok$" "$OUT/check.log")
+    [ "$got" -lt "$want" ] && FAILED="$FAILED $v"
+done
+case " $FAILED " in *" $WIN "*) WIN=64_1;; esac
+el "variant: $WIN (failed: $FAILED)"
 
 # the library with that variant, its GPU suite and kdtree-bench
 (
     set -o pipefail
     . .gpu/env.sh
     cd /tmp/lib/kdtree-jit-*/ || exit 1
-    sed -i "s/^#define KDT_ATTN_BM 64 /#define KDT_ATTN_BM $WIN /" kernels_src/kdt_attn_tiles.h
-    grep -n "define KDT_ATTN_BM" kernels_src/kdt_attn_tiles.h
+    sed -i "s/^#define KDT_ATTN_BM 64 /#define KDT_ATTN_BM ${WIN%_*} /; s/^#define KDT_ATTN_NBUF (KDT_ATTN_BM == 32 ? 2 : 1)/#define KDT_ATTN_NBUF ${WIN#*_}/" kernels_src/kdt_attn_tiles.h
+    grep -n "define KDT_ATTN_BM\|define KDT_ATTN_NBUF" kernels_src/kdt_attn_tiles.h
     make -j16 > make.log 2>&1 || { tail -30 make.log; exit 1; }
     export KDTREE_CACHE_DIR=/tmp/kcache
     make -j16 check TESTS="tests/test_ref_verify_attn tests/gpu_verify_attn" \
@@ -116,14 +132,15 @@ KDTREE_CACHE_DIR=/tmp/kcache timeout $(( $(left) > 150 ? 110 : $(left) - 40 )) /
 el "kdtree-bench done"
 grep -A40 "Kernels on the GPU" "$OUT/kbench.txt" | head -30
 
+SW=$WIN
 {
-    compute-sanitizer --tool memcheck /tmp/ah/A$WIN check 3 0.5 21 40:5 17:9
-    compute-sanitizer --tool memcheck /tmp/ah/A$WIN check 1 0.5 22 40:5 17:9
-    compute-sanitizer --tool memcheck /tmp/ah/B$WIN check 2 0.5 23 3:1 0:1
-    compute-sanitizer --tool racecheck /tmp/ah/A$WIN check 2 0.5 24 70:9
-    compute-sanitizer --tool racecheck /tmp/ah/A$WIN check 1 0.5 25 20:3
-    compute-sanitizer --tool racecheck /tmp/ah/E$WIN check 1 0.5 26 40:3
-    compute-sanitizer --tool synccheck /tmp/ah/A$WIN check 2 0.5 27 70:9
+    compute-sanitizer --tool memcheck /tmp/ah/A$SW check 3 0.5 21 40:5 17:9
+    compute-sanitizer --tool memcheck /tmp/ah/A$SW check 1 0.5 22 40:5 17:9
+    compute-sanitizer --tool memcheck /tmp/ah/B$SW check 2 0.5 23 3:1 0:1
+    compute-sanitizer --tool racecheck /tmp/ah/A$SW check 2 0.5 24 70:9
+    compute-sanitizer --tool racecheck /tmp/ah/A$SW check 1 0.5 25 20:3
+    compute-sanitizer --tool racecheck /tmp/ah/E$SW check 1 0.5 26 40:3
+    compute-sanitizer --tool synccheck /tmp/ah/A$SW check 2 0.5 27 70:9
 } > "$OUT/sanitizer.log" 2>&1
 el "harness sanitizers: $(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizer.log") clean of 7"
 
