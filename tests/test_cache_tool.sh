@@ -102,11 +102,18 @@ expect 1 "$tool" verify
 has "^bad: .*checksum"
 expect 1 "$tool" explain tree_accept --arch sm_90
 has "exists but is rejected"
+# The library's own lookup refuses it, recompiles and replaces it.
+expect 0 "$tool" populate --arch sm_90 tree_accept
+has "compiled"
+expect 0 "$tool" verify
+expect 0 "$tool" explain tree_accept --arch sm_90
+has "^hit: "
+# gc removes a bad entry.
+printf 'X' | dd of="$cubin" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect 0 "$tool" gc
 has "1 bad entries"
 expect 0 "$tool" verify
-
-# The library's own lookup replaces it (populate recompiles).
+has "0 bad"
 expect 0 "$tool" populate --arch sm_90 tree_accept
 has "compiled"
 
