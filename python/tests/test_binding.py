@@ -125,9 +125,16 @@ def test_not_a_library_is_refused():
         os.unlink(f.name)
 
 
+def child_env(**extra):
+    # Keep the caller's PYTHONPATH: cffi may live there (the GPU host's
+    # wheels do).
+    path = os.pathsep.join(p for p in (os.path.dirname(_util.HERE),
+                                       os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def test_environment_variable_is_obeyed_in_a_fresh_process():
-    env = dict(os.environ, KDTREE_LIBRARY="/nonexistent/libkdtree.so",
-               PYTHONPATH=os.path.dirname(_util.HERE))
+    env = child_env(KDTREE_LIBRARY="/nonexistent/libkdtree.so")
     p = subprocess.run(
         [sys.executable, "-c", "import kdtree_jit; kdtree_jit.version"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -138,8 +145,7 @@ def test_environment_variable_is_obeyed_in_a_fresh_process():
 
 
 def test_import_does_not_load_the_library():
-    env = dict(os.environ, KDTREE_LIBRARY="/nonexistent/libkdtree.so",
-               PYTHONPATH=os.path.dirname(_util.HERE))
+    env = child_env(KDTREE_LIBRARY="/nonexistent/libkdtree.so")
     p = subprocess.run([sys.executable, "-c", "import kdtree_jit"], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.returncode == 0, p.stderr
