@@ -175,8 +175,9 @@ def time_rounds(fn, rounds):
 
 def host_overhead(rt, rnd, p, calls=200, reps=7):
     """Host µs per launch through Python, each kernel with out= given and
-    the stream passed as an int (the cheapest use), and through the raw
-    cffi function (no checks) for comparison."""
+    the stream passed as an int (the cheapest checked use); tree_accept
+    also through Runtime.bind (checked once) and the raw cffi function (no
+    Python at all but the call) for comparison."""
     s = torch.cuda.current_stream().cuda_stream
     tree, attn, acc = rnd.tree, rnd.attn, rnd.acc
     target = torch.zeros(p.R, p.N, dtype=torch.int32, device="cuda")
@@ -199,6 +200,9 @@ def host_overhead(rt, rnd, p, calls=200, reps=7):
         tree.token.data_ptr(), tree.first_child.data_ptr(),
         tree.next_sibling.data_ptr(), tree.n_nodes.data_ptr(),
         target.data_ptr(), 0, p.R, p.L, p.N, ffi.cast("void *", s)]
+    bound = rt.bind("tree_accept", tree.token, tree.first_child,
+                    tree.next_sibling, tree.n_nodes, target, L=p.L, out=acc)
+    calls_of["tree_accept (bound)"] = lambda: bound(s)
     calls_of["tree_accept (raw cffi)"] = lambda: lib.kdtree_tree_accept(
         rt._rt, *args)
     out = {}

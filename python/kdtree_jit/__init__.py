@@ -24,7 +24,7 @@ import collections
 from . import _arrays
 from ._lib import EXPECTED_ABI, AbiMismatch, LibraryNotFound, load
 
-__all__ = ["Runtime", "KdtreeError", "LibraryNotFound", "AbiMismatch",
+__all__ = ["Runtime", "Bound", "KdtreeError", "LibraryNotFound", "AbiMismatch",
            "compile", "cache_stats", "cache_stats_reset", "kernels",
            "kernel_constants", "default_shape", "max_qlen", "status_name",
            "abi_version", "version", "TopK", "Tree", "Attn", "Accept",
@@ -208,6 +208,28 @@ def _int_arg(fn, name, v):
     return int(v)
 
 
+_KERNEL_METHODS = ("draft_topk", "build_ddtree", "verify_attn", "tree_accept")
+
+
+class Bound(object):
+    """A launch whose arguments were checked once (Runtime.bind)."""
+
+    __slots__ = ("_rt", "_fn", "_name", "_args", "result")
+
+    def __init__(self, rt, fn, name, args, result):
+        self._rt, self._fn, self._name, self._args = rt, fn, name, args
+        self.result = result
+
+    def __call__(self, stream=None):
+        rt = self._rt
+        if rt._rt is None:
+            raise ValueError("%s: the runtime was closed" % self._name)
+        st = self._fn(*(self._args + (rt._stream(stream),)))
+        if st:
+            raise _fail(st, self._name)
+        return self.result
+
+
 class Runtime(object):
     """A libkdtree runtime for one CUDA device (default: torch's current
     device).  Loads nothing until a kernel is prepared or launched."""
@@ -264,6 +286,29 @@ class Runtime(object):
             self._streams[h] = s
         return s
 
+    def _launch(self, cname, args, stream, result, bind):
+        cfn = getattr(self._lib, cname)
+        if bind:
+            return Bound(self, cfn, cname, args, result)
+        st = cfn(*(args + (self._stream(stream),)))
+        if st:
+            raise _fail(st, cname)
+        return result
+
+    def bind(self, kernel, *args, **kwargs):
+        """Checks a kernel's arguments once and returns a Bound launch:
+        calling it (``bound(stream=None)``) launches with the pointers
+        resolved now, skipping every check, and returns the same outputs
+        each time.  The arrays must stay alive and in place.  For loops
+        that do not use CUDA graphs and care about microseconds."""
+        if kernel not in _KERNEL_METHODS:
+            raise ValueError("bind: no kernel named %r; there are %s"
+                             % (kernel, ", ".join(_KERNEL_METHODS)))
+        if "stream" in kwargs:
+            raise TypeError("bind: give the stream when calling the bound "
+                            "launch")
+        return getattr(self, kernel)(*args, _bind=True, **kwargs)
+
     def prepare(self, kernel, shape=None, **constants):
         """Compiles (or fetches from the cache) and loads `kernel` for a
         shape, so that launches of it are hot: call it before capturing a
@@ -278,7 +323,7 @@ class Runtime(object):
 
     # ---- §1 draft_topk -------------------------------------------------
 
-    def draft_topk(self, logits, k, out=None, stream=None):
+    def draft_topk(self, logits, k, out=None, stream=None, _bind=False):
         """The k largest logits of each row and their log-probabilities.
         logits: float32 or bfloat16 [..., V]; returns TopK(lp float32
         [..., k], ids int32 [..., k])."""
@@ -303,18 +348,16 @@ class Runtime(object):
             ids = _arrays.empty(oshape, "int32", dev, logits)
         lp_p = _arrays.check(fn, "out.lp", lp, ("float32",), oshape, dev)[0]
         ids_p = _arrays.check(fn, "out.ids", ids, ("int32",), oshape, dev)[0]
-        st = self._lib.kdtree_draft_topk(self._handle(fn), lp_p, ids_p, ptr,
-                                         dtype, n_rows, vocab, k,
-                                         self._stream(stream))
-        if st:
-            raise _fail(st, "kdtree_draft_topk")
-        return TopK(lp, ids)
+        return self._launch(
+            "kdtree_draft_topk", (self._handle(fn), lp_p, ids_p, ptr, dtype,
+                                  n_rows, vocab, k), stream, TopK(lp, ids),
+            _bind)
 
     # ---- §2 build_ddtree -----------------------------------------------
 
     def build_ddtree(self, lp, ids, budget, root_token, n_max,
                      depth_limit=None, past_len=None, want_score=False,
-                     out=None, stream=None):
+                     out=None, stream=None, _bind=False):
         """Best-first selection of each request's draft tree.  lp float32
         [R, L, K], ids int32 [R, L, K], budget, root_token, depth_limit,
         past_len int32 [R] (the last two optional); n_max rows per request.
@@ -353,13 +396,10 @@ class Runtime(object):
                 continue
             ok = ("int32", "uint32") if name == "anc_mask" else (dt,)
             ptrs.append(_arrays.check(fn, "out." + name, o[i], ok, s, dev)[0])
-        st = self._lib.kdtree_build_ddtree(
-            self._handle(fn), ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4],
-            ptrs[5], ptrs[6], ptrs[7], ptrs[8], lp_p, ids_p, budget_p, dl_p,
-            root_p, pl_p, R, L, K, n_max, self._stream(stream))
-        if st:
-            raise _fail(st, "kdtree_build_ddtree")
-        return Tree(*o)
+        return self._launch(
+            "kdtree_build_ddtree", (self._handle(fn),) + tuple(ptrs) +
+            (lp_p, ids_p, budget_p, dl_p, root_p, pl_p, R, L, K, n_max),
+            stream, Tree(*o), _bind)
 
     # ---- §3 verify_attn ------------------------------------------------
 
@@ -376,7 +416,7 @@ class Runtime(object):
 
     def verify_attn(self, q, kv_cache, block_table, past_len, n_nodes,
                     anc_mask, scale, want_lse=True, workspace=None, out=None,
-                    stream=None):
+                    stream=None, _bind=False):
         """Absorbed-MLA tree attention.  q bfloat16 [R, N_MAX, H, 576],
         kv_cache bfloat16 [pages, PAGE, 576], block_table int32
         [R, max_pages], past_len, n_nodes int32 [R], anc_mask int32/uint32
@@ -428,18 +468,17 @@ class Runtime(object):
         else:
             ws_p, (ws_n,), _ = _arrays.check(fn, "workspace", workspace,
                                              ("uint8",), (None,), dev)
-        st = self._lib.kdtree_verify_attn(
-            self._handle(fn), o_p, lse_p, q_p, kv_p, bt_p, pl_p, nn_p, m_p,
-            ws_p, ws_n, R, H, N, page, max_pages, float(scale),
-            self._stream(stream))
-        if st:
-            raise _fail(st, "kdtree_verify_attn")
-        return Attn(o, lse)
+        return self._launch(
+            "kdtree_verify_attn", (self._handle(fn), o_p, lse_p, q_p, kv_p,
+                                   bt_p, pl_p, nn_p, m_p, ws_p, ws_n, R, H, N,
+                                   page, max_pages, float(scale)),
+            stream, Attn(o, lse), _bind)
 
     # ---- §4 tree_accept ------------------------------------------------
 
     def tree_accept(self, token, first_child, next_sibling, n_nodes, target,
-                    L, max_accept=None, out=None, stream=None):
+                    L, max_accept=None, out=None, stream=None,
+                    _bind=False):
         """Walks each tree from the root along the target's tokens.  token,
         first_child, next_sibling, target int32 [R, N_MAX], n_nodes int32
         [R], max_accept int32 [R] or None.  Returns Accept(accept_len [R],
@@ -465,9 +504,7 @@ class Runtime(object):
                 o[i] = _arrays.empty(shapes[i], "int32", dev, token)
             ptrs.append(_arrays.check(fn, "out." + name, o[i], i32,
                                       shapes[i], dev)[0])
-        st = self._lib.kdtree_tree_accept(
-            self._handle(fn), ptrs[0], ptrs[1], ptrs[2], ptrs[3], tok_p, fc_p,
-            ns_p, nn_p, tg_p, ma_p, R, L, N, self._stream(stream))
-        if st:
-            raise _fail(st, "kdtree_tree_accept")
-        return Accept(*o)
+        return self._launch(
+            "kdtree_tree_accept", (self._handle(fn),) + tuple(ptrs) +
+            (tok_p, fc_p, ns_p, nn_p, tg_p, ma_p, R, L, N), stream,
+            Accept(*o), _bind)

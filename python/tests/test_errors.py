@@ -260,3 +260,25 @@ def test_prepare_argument_errors():
     with pytest.raises(kdtree_jit.KdtreeError,
                        match="kdtree_prepare: KDTREE_ERROR_INVALID_ARGUMENT"):
         r.prepare("tree_accept", N_MAX=65, L=15)
+
+
+def test_bind_checks_once_and_launch_reaches_the_library():
+    r = rt()
+    with pytest.raises(ValueError, match="bind: no kernel named 'nope'"):
+        r.bind("nope")
+    with pytest.raises(TypeError, match="give the stream when calling"):
+        r.bind("tree_accept", A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+               A((1, 3)), L=2, stream=0)
+    with pytest.raises(ValueError, match="target must have shape"):
+        r.bind("tree_accept", A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+               A((1, 4)), L=2)
+    out = (A((1,)), A((1, 3)), A((1, 3)), A((1,)))
+    b = r.bind("tree_accept", A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+               A((1, 3)), L=2, out=out)
+    assert isinstance(b, kdtree_jit.Bound) and tuple(b.result) == out
+    with pytest.raises(kdtree_jit.KdtreeError,
+                       match="kdtree_tree_accept: KDTREE_ERROR_INVALID_ARGUMENT"):
+        b(stream=0)
+    r._rt = None
+    with pytest.raises(ValueError, match="the runtime was closed"):
+        b(stream=0)

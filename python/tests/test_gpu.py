@@ -311,6 +311,17 @@ def test_out_buffers_are_written_without_allocation():
     assert all(torch.equal(a, b) for a, b in zip(first, got))
 
 
+def test_bound_launch_equals_a_checked_call():
+    rt, torch = _util.need_gpu()
+    args, L, _ = small_accept_case(torch)
+    want = rt.tree_accept(*args, L=L)
+    bound = rt.bind("tree_accept", *args, L=L)
+    got = bound()
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(want, got))
+    assert bound() is got  # the same outputs each time
+
+
 def test_callers_stream_is_used():
     rt, torch = _util.need_gpu()
     args, L, _ = small_accept_case(torch)
@@ -481,5 +492,12 @@ def test_host_overhead_is_reported():
         rt.tree_accept(*args, L=L, out=out, stream=s)
     t1 = time.perf_counter()
     torch.cuda.synchronize()
-    log("host time per tree_accept call through Python (out= given): "
-        "%.2f us" % ((t1 - t0) / n * 1e6))
+    bound = rt.bind("tree_accept", *args, L=L, out=out)
+    t2 = time.perf_counter()
+    for _ in range(n):
+        bound(s)
+    t3 = time.perf_counter()
+    torch.cuda.synchronize()
+    log("host time per tree_accept call through Python: %.2f us checked "
+        "(out= given), %.2f us bound" % ((t1 - t0) / n * 1e6,
+                                         (t3 - t2) / n * 1e6))
