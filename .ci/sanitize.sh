@@ -19,9 +19,14 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 fuzz_seconds=${KDT_FUZZ_SECONDS:-60}
 
-if [ ! -x "$src/configure" ]; then
-    (cd "$src" && ./autogen.sh)
-fi
+# A checkout without configure, or whose generated helpers were cleaned.
+for f in configure build-aux/compile build-aux/missing build-aux/depcomp \
+         build-aux/install-sh build-aux/test-driver; do
+    if [ ! -e "$src/$f" ]; then
+        (cd "$src" && ./autogen.sh)
+        break
+    fi
+done
 build=$(mktemp -d "${TMPDIR:-/tmp}/kdt-sanitize.XXXXXX")
 trap 'rm -rf "$build"' EXIT INT TERM
 cd "$build"
