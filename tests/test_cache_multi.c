@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,10 +175,80 @@ START_TEST(test_no_lock_still_correct)
 }
 END_TEST
 
+/* The same within one process: threads take the per-key lock too (each
+ * holds its own open file description, and flock() locks conflict
+ * between those), and the memory layer is shared under its mutex. */
+#define N_THREADS 8
+static int thread_compiles[N_KEYS];
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *
+thread_main(void *arg)
+{
+    int idx = (int)(long)arg, i;
+    long bad = 0;
+
+    for (i = 0; i < N_KEYS; i++) {
+        int k = (i + idx) % N_KEYS, from, r;
+        kdt_preimage p;
+        kdt_key key;
+        kdt_blob got;
+
+        ct_preimage(&p, kernels[k], "sm_90", &key);
+        r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);
+        if (r == 0) {
+            kdt_cache_lock *lock = kdt_cache_lock_acquire(&key);
+            if (!lock)
+                bad++;
+            r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);
+            if (r == 0) {
+                kdt_blob want = ct_blob(200000, (unsigned)k);
+                pthread_mutex_lock(&count_lock);
+                thread_compiles[k]++;
+                pthread_mutex_unlock(&count_lock);
+                usleep(COMPILE_US / 3);
+                if (kdt_cache_store(&key, p.text, p.len, &want) != 0)
+                    bad++;
+                kdt_blob_free(&want);
+            } else {
+                kdt_blob_free(&got);
+            }
+            kdt_cache_lock_release(lock);
+        } else {
+            kdt_blob_free(&got);
+        }
+        if (r < 0)
+            bad++;
+        kdt_preimage_free(&p);
+    }
+    return (void *)bad;
+}
+
+START_TEST(test_threads_compile_once)
+{
+    pthread_t t[N_THREADS];
+    void *bad;
+    int i;
+
+    for (i = 0; i < N_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, thread_main,
+                                        (void *)(long)i), 0);
+    for (i = 0; i < N_THREADS; i++) {
+        ck_assert_int_eq(pthread_join(t[i], &bad), 0);
+        ck_assert_ptr_null(bad);
+    }
+    for (i = 0; i < N_KEYS; i++)
+        ck_assert_msg(thread_compiles[i] == 1, "%s compiled %d times",
+                      kernels[i], thread_compiles[i]);
+}
+END_TEST
+
 int
 main(void)
 {
     TCase *tc = ct_tcase("multi", 120);
+
+    tcase_add_test(tc, test_threads_compile_once);
 
     tcase_add_test(tc, test_sixteen_cold_processes);
     tcase_add_test(tc, test_no_lock_still_correct);
