@@ -131,7 +131,11 @@ warp_append(int c, int *counter)
 struct topk_smem {
     u64 buf[CAP];
     unsigned hist[256];
-    int cnt;           // entries in buf
+    // Appends of step s count in app[s % 3], read by every thread after
+    // the step's closing barrier and zeroed by thread 0 two steps later,
+    // when no thread can still be reading it: no extra barrier per step.
+    int app[3];
+    int kept;          // radix select's compaction counter
     int step_total;    // candidates of the current step (tight mode)
     int sel[3];        // radix select: bucket, still needed, done
     float red_m[WARPS], red_s[WARPS];
@@ -156,7 +160,7 @@ select_top(topk_smem &sm, int cnt)
         for (int i = tid; i < 256; i += THREADS)
             sm.hist[i] = 0;
         if (tid == 0 && d == 0)
-            sm.cnt = 0; // everyone read buf and cnt above
+            sm.kept = 0; // no thread still uses the last select's count
         __syncthreads();
 #pragma unroll
         for (int e = 0; e < E; e++)
@@ -207,7 +211,7 @@ select_top(topk_smem &sm, int cnt)
 #pragma unroll
     for (int e = 0; e < E; e++)
         c += (tid + THREADS * e < cnt && v[e] >= prefix);
-    int at = warp_append(c, &sm.cnt);
+    int at = warp_append(c, &sm.kept);
 #pragma unroll
     for (int e = 0; e < E; e++)
         if (tid + THREADS * e < cnt && v[e] >= prefix)
@@ -232,7 +236,8 @@ struct row_state {
     float run_m, run_s; // this thread's running max and sum of exp(x - max)
     float tval;         // T's value part (a cheap first filter)
     u64 t64;            // T
-    int cnt;            // sm.cnt as of the last barrier
+    int cnt;            // entries in sm.buf as of the last barrier
+    int step;           // steps done (picks sm.app[step % 3])
 };
 
 // One step: 8 logits per thread (NaN already -inf), ids id0.., `valid`.
@@ -278,15 +283,19 @@ process(topk_smem &sm, row_state &st, float *x, int id0, unsigned valid)
             m = candidates(x, id0, valid, st.tval, st.t64);
         }
     }
+    int *app = &sm.app[st.step % 3];
+    if (threadIdx.x == 0)
+        sm.app[(st.step + 1) % 3] = 0;
     if (__any_sync(0xffffffffu, m != 0u)) {
-        int at = warp_append(__popc(m), &sm.cnt);
+        int at = st.cnt + warp_append(__popc(m), app);
 #pragma unroll
         for (int i = 0; i < PER; i++)
             if ((m >> i) & 1u)
                 sm.buf[at++] = cand_key(x[i], id0 + i);
     }
     __syncthreads();
-    st.cnt = sm.cnt;
+    st.cnt += *app;
+    st.step++;
 }
 
 __device__ __forceinline__ void
@@ -340,11 +349,11 @@ kdt_draft_topk(kdt_draft_topk_params p)
     const uint4 *body = (const uint4 *)(row + head * ESZ);
 
     if (tid == 0) {
-        sm.cnt = 0;
+        sm.app[0] = sm.app[1] = sm.app[2] = 0;
         sm.step_total = 0;
     }
     __syncthreads();
-    row_state st = {neg_inf(), 0.0f, neg_inf(), 0ull, 0};
+    row_state st = {neg_inf(), 0.0f, neg_inf(), 0ull, 0, 0};
 
     uint4 ring[PREFETCH][CHUNKS];
 #pragma unroll
