@@ -124,14 +124,14 @@ def todays_round(p):
                                   past_len=p.past) for r in range(p.R)]
     n = [t["n_nodes"] for t in trees]
     # Visibility over [prefix | tree rows] for each request, on the host.
-    vis = torch.zeros(p.R, p.N, p.N, dtype=torch.bool)
+    vis = [[[False] * p.N for _ in range(p.N)] for _ in range(p.R)]
     for r, t in enumerate(trees):
         for i in range(n[r]):
             j = i
             while j >= 0:
-                vis[r, i, j] = True
+                vis[r][i][j] = True
                 j = t["parent"][j]
-    vis = vis.to(dev)
+    vis = torch.tensor(vis, dtype=torch.bool).to(dev)
     depth = torch.tensor([t["depth"] for t in trees], dtype=torch.int32,
                          device=dev)
     # Gather each request's KV from its pages, then masked attention.
