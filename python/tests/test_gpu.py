@@ -26,10 +26,10 @@ def rng_tree(rng, n_max, L, n, alphabet=8):
     siblings in index order), depth <= L."""
     parent, depth = [-1], [0]
     for i in range(1, n):
-        while True:
-            p = rng.randrange(max(0, i - 6), i)
-            if depth[p] < L:
-                break
+        # A parent among the last few nodes that can still take a child;
+        # the root always can (depth 0 < L), so this never loops forever.
+        near = [p for p in range(max(0, i - 6), i) if depth[p] < L] or [0]
+        p = rng.choice(near)
         parent.append(p)
         depth.append(depth[p] + 1)
     token = [0] + [rng.randrange(alphabet) for _ in range(n - 1)]
