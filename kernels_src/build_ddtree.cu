@@ -38,11 +38,15 @@ constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
 // the same size):
 //   float lp[L*K]            the request's log-probs, NaN -> -inf
-//   float node_score[N_MAX], slot_score[N_MAX]
-//   short parent, rank, depth, slot_rank, first_child, next_sibling,
-//         last_child [N_MAX] each
+//   float node_score, slot_score, slot_next_lp, slot_child_lp [N_MAX]
+//   int   slot_dk [N_MAX]    the slot's candidate: depth << 16 | rank
+//   short parent, rank, depth, first_child, next_sibling, last_child
+//         [N_MAX] each
+// A slot keeps the log-probs its candidate's successors will need (its
+// next sibling's, its first child's), so a step reads everything it needs
+// in one round of independent shared-memory loads.
 constexpr unsigned SMEM_BYTES =
-    4u * (L * K) + 8u * N_MAX + ((14u * N_MAX + 15u) & ~15u);
+    4u * (L * K) + 20u * N_MAX + ((12u * N_MAX + 15u) & ~15u);
 
 static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
               "tree fields are stored as 16-bit integers");
@@ -84,17 +88,18 @@ warp_max(unsigned v)
 }
 
 struct tree_smem {
-    const short *parent, *rank, *depth, *slot_rank;
+    const short *parent, *rank, *depth;
+    const int *slot_dk;
 };
 
 // Is slot a's candidate before slot b's on equal scores, i.e. is its rank
 // path root..node lexicographically smaller (a prefix first)?  A slot's
-// candidate is the child of rank slot_rank[s] under node s.
-__device__ __noinline__ bool
+// candidate is the child of rank slot_dk[s] & 0xffff under node s.
+__device__ __forceinline__ bool
 cand_less(const tree_smem t, int a, int b)
 {
-    int ap = a, ak = t.slot_rank[a], ad = t.depth[a] + 1;
-    int bp = b, bk = t.slot_rank[b], bd = t.depth[b] + 1;
+    int ap = a, ak = t.slot_dk[a] & 0xffff, ad = t.depth[a] + 1;
+    int bp = b, bk = t.slot_dk[b] & 0xffff, bd = t.depth[b] + 1;
     const int da = ad, db = bd;
     while (ad > bd) {
         ak = t.rank[ap];
@@ -115,6 +120,52 @@ cand_less(const tree_smem t, int a, int b)
         bp = t.parent[bp];
     }
     return ak < bk;
+}
+
+// A lane's best slot among its registers key[j] (slot lane + 32 j): the
+// largest key, ties by rank path.  Four independent max / or chains rather
+// than one, so its latency is about a quarter of SLOTS_PER_LANE steps.
+__device__ __forceinline__ void
+lane_best(const unsigned (&key)[SLOTS_PER_LANE], int lane, const tree_smem t,
+          unsigned &bkey, int &bslot)
+{
+    unsigned m0 = 0u, m1 = 0u, m2 = 0u, m3 = 0u;
+#pragma unroll
+    for (int j = 0; j < SLOTS_PER_LANE; j += 4) {
+        m0 = max(m0, key[j]);
+        if (j + 1 < SLOTS_PER_LANE)
+            m1 = max(m1, key[j + 1]);
+        if (j + 2 < SLOTS_PER_LANE)
+            m2 = max(m2, key[j + 2]);
+        if (j + 3 < SLOTS_PER_LANE)
+            m3 = max(m3, key[j + 3]);
+    }
+    const unsigned m = max(max(m0, m1), max(m2, m3));
+    unsigned long long e0 = 0ull, e1 = 0ull, e2 = 0ull, e3 = 0ull;
+#pragma unroll
+    for (int j = 0; j < SLOTS_PER_LANE; j += 4) {
+        e0 |= key[j] == m ? 1ull << j : 0ull;
+        if (j + 1 < SLOTS_PER_LANE)
+            e1 |= key[j + 1] == m ? 1ull << (j + 1) : 0ull;
+        if (j + 2 < SLOTS_PER_LANE)
+            e2 |= key[j + 2] == m ? 1ull << (j + 2) : 0ull;
+        if (j + 3 < SLOTS_PER_LANE)
+            e3 |= key[j + 3] == m ? 1ull << (j + 3) : 0ull;
+    }
+    unsigned long long e = (e0 | e1) | (e2 | e3);
+    bkey = m;
+    if (m == 0u) {
+        bslot = -1;
+        return;
+    }
+    bslot = lane + 32 * (__ffsll((long long)e) - 1);
+    e &= e - 1;
+    while (e) { // equal scores: the smaller rank path
+        const int sj = lane + 32 * (__ffsll((long long)e) - 1);
+        e &= e - 1;
+        if (cand_less(t, sj, bslot))
+            bslot = sj;
+    }
 }
 
 // Row i of the ancestor mask: bit j set iff j is i or an ancestor of i
@@ -169,11 +220,13 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     float *lps = reinterpret_cast<float *>(smem);
     float *node_score = lps + L * K;
     float *slot_score = node_score + N_MAX;
-    short *parent = reinterpret_cast<short *>(slot_score + N_MAX);
+    float *slot_next_lp = slot_score + N_MAX;
+    float *slot_child_lp = slot_next_lp + N_MAX;
+    int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
+    short *parent = reinterpret_cast<short *>(slot_dk + N_MAX);
     short *rank = parent + N_MAX;
     short *depth = rank + N_MAX;
-    short *slot_rank = depth + N_MAX;
-    short *first_child = slot_rank + N_MAX;
+    short *first_child = depth + N_MAX;
     short *next_sibling = first_child + N_MAX;
     short *last_child = next_sibling + N_MAX;
     __shared__ int s_nodes;
@@ -199,28 +252,36 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     for (int i = tid; i < N_MAX; i += THREADS) {
         first_child[i] = next_sibling[i] = last_child[i] = -1;
         parent[i] = -1;
-        rank[i] = depth[i] = slot_rank[i] = 0;
+        rank[i] = depth[i] = 0;
+        slot_dk[i] = 0;
     }
     if (tid == 0)
         node_score[0] = 0.0f;
     __syncthreads();
 
-    const tree_smem t = {parent, rank, depth, slot_rank};
+    const tree_smem t = {parent, rank, depth, slot_dk};
     if (warp == 0) {
+        // The loop.  Every lane computes every step's values (they are
+        // uniform) and writes them itself, so a lane only ever reads what
+        // it wrote; the one __syncwarp orders a step's reads before its
+        // writes.  Only the key registers differ between lanes.
         unsigned key[SLOTS_PER_LANE];
 #pragma unroll
         for (int j = 0; j < SLOTS_PER_LANE; j++)
             key[j] = 0u;
         unsigned bkey = 0u; // this lane's best slot key (0: none)
         int bslot = -1;
-        if (B > 0 && lane == 0) {
+        if (B > 0) { // slot 0: the candidate (1, 0, root)
             const float sc = canon(0.0f + lps[0]);
-            slot_rank[0] = 0;
+            slot_dk[0] = 1 << 16;
             slot_score[0] = sc;
-            key[0] = bkey = score_key(sc);
-            bslot = 0;
+            slot_next_lp[0] = K > 1 ? lps[1] : 0.0f;
+            slot_child_lp[0] = L > 1 ? lps[K] : 0.0f;
+            if (lane == 0) {
+                key[0] = bkey = score_key(sc);
+                bslot = 0;
+            }
         }
-        __syncwarp();
         int nb = 0;
         while (nb < B) {
             const unsigned m = warp_max(bkey);
@@ -236,66 +297,56 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
                 if (cand_less(t, s2, s))
                     s = s2;
             }
-            // Slot s's candidate becomes node n.
+            // Slot s's candidate (depth d, rank k) becomes node n.
             const int n = nb + 1;
-            const int k = slot_rank[s];
-            const int d = depth[s] + 1;
+            const int dk = slot_dk[s];
+            const int d = dk >> 16, k = dk & 0xffff;
             const float sc = slot_score[s];
             const float psc = node_score[s];
+            const float nlp = slot_next_lp[s];
+            const float clp = slot_child_lp[s];
+            const int lc = last_child[s];
             unsigned ks = 0u, kn = 0u;
             float s_sc = 0.0f, n_sc = 0.0f;
             if (k + 1 < K) { // its next sibling
-                s_sc = canon(psc + lps[(d - 1) * K + k + 1]);
+                s_sc = canon(psc + nlp);
                 ks = score_key(s_sc);
             }
             if (d < Lr) { // its first child
-                n_sc = canon(sc + lps[d * K]);
+                n_sc = canon(sc + clp);
                 kn = score_key(n_sc);
             }
             __syncwarp();
-            if (lane == 0) {
-                parent[n] = (short)s;
-                rank[n] = (short)k;
-                depth[n] = (short)d;
-                node_score[n] = sc;
-                const int lc = last_child[s];
-                if (lc >= 0)
-                    next_sibling[lc] = (short)n;
-                else
-                    first_child[s] = (short)n;
-                last_child[s] = (short)n;
-            }
+            parent[n] = (short)s;
+            rank[n] = (short)k;
+            depth[n] = (short)d;
+            node_score[n] = sc;
+            if (lc >= 0)
+                next_sibling[lc] = (short)n;
+            else
+                first_child[s] = (short)n;
+            last_child[s] = (short)n;
+            slot_dk[s] = dk + 1;
+            slot_score[s] = s_sc;
+            slot_next_lp[s] = k + 2 < K ? lps[(d - 1) * K + k + 2] : 0.0f;
+            slot_dk[n] = (d + 1) << 16;
+            slot_score[n] = n_sc;
+            slot_next_lp[n] = (d < L && K > 1) ? lps[d * K + 1] : 0.0f;
+            slot_child_lp[n] = d + 1 < L ? lps[(d + 1) * K] : 0.0f;
+
             const bool own_s = lane == (s & 31), own_n = lane == (n & 31);
-            if (own_s) {
-                slot_rank[s] = (short)(k + 1);
-                slot_score[s] = s_sc;
-            }
-            if (own_n) {
-                slot_rank[n] = 0;
-                slot_score[n] = n_sc;
-            }
+            // Bit masks rather than j == s / 32: the compiler turns the
+            // latter into an indexed store, which moves key[] to local
+            // memory.
+            const unsigned long long sel_s = own_s ? 1ull << (s >> 5) : 0ull;
+            const unsigned long long sel_n = own_n ? 1ull << (n >> 5) : 0ull;
 #pragma unroll
             for (int j = 0; j < SLOTS_PER_LANE; j++) {
-                if (own_s && j == (s >> 5))
-                    key[j] = ks;
-                if (own_n && j == (n >> 5))
-                    key[j] = kn;
+                key[j] = (sel_s >> j) & 1ull ? ks : key[j];
+                key[j] = (sel_n >> j) & 1ull ? kn : key[j];
             }
-            __syncwarp(); // the tie-break below reads the new node
-            if (own_s) { // its best was slot s: rescan
-                bkey = 0u;
-                bslot = -1;
-#pragma unroll
-                for (int j = 0; j < SLOTS_PER_LANE; j++) {
-                    const unsigned kj = key[j];
-                    const int sj = lane + 32 * j;
-                    if (kj > bkey) {
-                        bkey = kj;
-                        bslot = sj;
-                    } else if (kj == bkey && kj != 0u && cand_less(t, sj, bslot)) {
-                        bslot = sj;
-                    }
-                }
+            if (own_s) { // its best was slot s: find the next
+                lane_best(key, lane, t, bkey, bslot);
             } else if (own_n && kn != 0u) {
                 if (kn > bkey || (kn == bkey && cand_less(t, n, bslot))) {
                     bkey = kn;

@@ -14,14 +14,15 @@
 #include "validate.h"
 
 /* Must match kernels_src/build_ddtree.cu: THREADS and SMEM_BYTES (the
- * request's log-probs, two float and seven int16 arrays of N_MAX). */
+ * request's log-probs; four float, one int and six int16 arrays of N_MAX).
+ * The kernel traps if it gets less. */
 #define BD_THREADS 256
 #define BD_MAX_LK 16384 /* L*K floats: 64 KiB, so that all fits 99 KiB */
 
 static unsigned
 bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
 {
-    return (unsigned)(4 * L * K + 8 * n_max + ((14 * n_max + 15) & ~15));
+    return (unsigned)(4 * L * K + 20 * n_max + ((12 * n_max + 15) & ~15));
 }
 
 static int
