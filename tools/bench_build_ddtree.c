@@ -2,7 +2,7 @@
  * bench_build_ddtree.c: kdtree-bench's build_ddtree cases: L = 15, K = B
  * for B in {16, 64, 128, 256, 512, 1024} (N_MAX = B + 1), R in {1, 8, 64}
  * requests in one launch, realistic log-probs (the sorted top-K of a
- * log-softmax over 4096 roughly normal logits per depth).  The baseline is
+ * log-softmax over 4096 Zipf-like logits per depth: peaked, deep trees).  The baseline is
  * the C binary-heap reference (tests/ref_ddtree.c) building the same
  * requests one after another on one CPU core, measured in the same run.
  */
@@ -32,7 +32,11 @@ fdesc(const void *x, const void *y)
     return (a < b) - (a > b);
 }
 
-/* One request's [L][K] log-probs and ids, as draft_topk would give them. */
+/* One request's [L][K] log-probs and ids, as draft_topk would give them
+ * for a drafter's peaked rows: logits -a ln(rank + 1) plus noise over 4096
+ * tokens (a Zipf law with exponent a in [1, 2.4] per depth; the top token
+ * gets 40-80% of the mass), log-softmaxed and sorted.  Such rows make
+ * trees several levels deep, as DDTree's are. */
 static void
 make_request(float *lp, int32_t *ids, int K, uint64_t *seed)
 {
@@ -40,12 +44,12 @@ make_request(float *lp, int32_t *ids, int K, uint64_t *seed)
     float x[VS];
     for (int d = 0; d < BD_L; d++) {
         double m = -INFINITY, s = 0;
-        float temp = 1.5f + (float)(rnd64(seed) % 1000) / 250.0f;
+        float a = 1.0f + (float)(rnd64(seed) % 1000) / 700.0f;
         for (int j = 0; j < VS; j++) {
             uint64_t r = rnd64(seed);
             float u = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) +
                       (float)((r >> 32) & 0xffff) + (float)(r >> 48);
-            x[j] = (u / 65536.0f - 2.0f) * temp;
+            x[j] = -a * logf((float)j + 1.0f) + 0.3f * (u / 65536.0f - 2.0f);
             if (x[j] > m)
                 m = x[j];
         }
