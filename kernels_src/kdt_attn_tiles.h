@@ -12,7 +12,7 @@
  *  - BN = 16 tokens per KV tile, NSTAGE = 4 tiles in flight through
  *    cp.async: 4 x 16 rows x 1168 B (576 bf16 + 16 B of padding so that
  *    the 8 row addresses of an ldmatrix hit 8 distinct bank groups).
- *  - Total shared memory 94,976 B: under 99 KB.
+ *  - Total shared memory 94,720 B (BM 64, NBUF 1): under 99 KB.
  */
 #ifndef KDT_ATTN_TILES_H
 #define KDT_ATTN_TILES_H
@@ -28,11 +28,15 @@
 #endif
 #define KDT_ATTN_THREADS (KDT_ATTN_BM * 4) /* one warp per 8 rows */
 #define KDT_ATTN_ROW_BYTES 1168 /* one padded 576-wide bf16 row in smem */
-/* Buffers of partial S, P and rescale factors: 2 lets the BM = 32 kernel
- * run softmax(t-1) beside the MMAs of tiles t and t-2 with one barrier a
- * tile; BM = 64 has no room for that under 99 KB and uses two barriers. */
+/* Buffers of partial S, P and rescale factors.  1: two barriers a tile,
+ * the KV prefetched two tiles ahead.  2 (BM = 32 only; BM = 64 has no room
+ * under 99 KB): softmax(t-1) runs beside the MMAs of tiles t and t-2 with
+ * one barrier a tile, but the prefetch is only one tile ahead.  Measured
+ * on an H200 (tools/dev/ATTN_NOTES.md): BM 64/NBUF 1, 32/1 and 32/2 within
+ * 5% of each other; 64/1 is the default because it halves the L2 re-reads
+ * of the KV and keeps 8 warps an SM on sm_120, where one block fits. */
 #ifndef KDT_ATTN_NBUF
-#define KDT_ATTN_NBUF (KDT_ATTN_BM == 32 ? 2 : 1)
+#define KDT_ATTN_NBUF 1
 #endif
 /* ring (also the Q staging area) + partial-S slots + P + alpha + row sums
  * (one line: the source embedder does not keep backslash continuations) */

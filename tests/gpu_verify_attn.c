@@ -180,6 +180,10 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
     uint64_t od = gpu_upload(o, 2 * rows * D_V);
     uint64_t ld = with_lse ? gpu_upload(lse, 4 * rows) : 0;
     uint64_t ws = ws_bytes ? gpu_alloc(ws_bytes) : 0;
+    /* A synchronous cuMemcpyHtoD from pageable memory may return before its
+     * DMA lands, and a non-blocking stream does not wait for it: without
+     * this, the poison could land after the kernel's writes. */
+    gpu_sync();
     st = kdtree_verify_attn(rt, od, ld, q, kv, bt, pl, nn, am, ws, ws_bytes,
                             R, H, N, p->page, p->max_pages, p->scale, stream);
     kdt_verify_attn_splits_override = 0;
