@@ -1,0 +1,130 @@
+/*
+ * test_compile_attn.c: host-only checks of verify_attn (no GPU):
+ *  - compile-only builds (kdtree_compile, NVRTC) for sm_90 and sm_120 at
+ *    the extremes of H, PAGE and N_MAX, so CI catches a shape NVRTC
+ *    rejects (or a register spill turned error);
+ *  - the split rule and workspace size on a runtime that only pretends to
+ *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
+ *    function of the shape and the device, the unsplit case needing none.
+ * Exits 77 when NVRTC is missing (the workspace part still needs no GPU,
+ * but the whole file is about this kernel's build, so it skips as one).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kdtree.h"
+#include "runtime.h"
+
+static const char *const shapes[] = {
+    "H=8,PAGE=64,N_MAX=65",    "H=1,PAGE=1,N_MAX=1",
+    "H=128,PAGE=256,N_MAX=1025", "H=3,PAGE=7,N_MAX=33",
+    "H=64,PAGE=16,N_MAX=65",   "H=128,PAGE=1,N_MAX=2",
+};
+
+START_TEST(compile_extremes)
+{
+    static const char *const arch[] = {"sm_90", "sm_120"};
+    for (int a = 0; a < 2; a++)
+        for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int cached = -1;
+            int st = kdtree_compile(&cached, arch[a], "verify_attn",
+                                    shapes[i]);
+            ck_assert_msg(st == KDTREE_OK, "%s verify_attn %s: %s: %s",
+                          arch[a], shapes[i], kdtree_status_name(st),
+                          kdtree_last_error());
+        }
+    ck_assert_str_eq(kdtree_kernel_default_shape("verify_attn"),
+                     "H=8,PAGE=64,N_MAX=65");
+    ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "verify_attn",
+                                    "H=129,PAGE=64,N_MAX=65"),
+                     KDTREE_ERROR_SHAPE);
+    ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "verify_attn",
+                                    "H=8,PAGE=257,N_MAX=65"),
+                     KDTREE_ERROR_SHAPE);
+    ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "verify_attn",
+                                    "H=8,PAGE=64,N_MAX=1026"),
+                     KDTREE_ERROR_SHAPE);
+}
+END_TEST
+
+/* Runtimes that only carry what the split rule reads. */
+static kdtree_runtime h200, rtx;
+
+static uint64_t
+ws(kdtree_runtime *rt, int R, int H, int N, int page, int max_pages)
+{
+    uint64_t bytes = 12345;
+    int st = kdtree_verify_attn_workspace_size(&bytes, rt, R, H, N, page,
+                                               max_pages);
+    ck_assert_msg(st == KDTREE_OK, "%s", kdtree_last_error());
+    return bytes;
+}
+
+START_TEST(split_rule)
+{
+    h200.sm_count = 132;
+    h200.max_smem_optin = 232448;
+    rtx.sm_count = 188;
+    rtx.max_smem_optin = 101376;
+    /* the issue's R = 1 target: 9 row tiles of 64 fill 9 of 132 SMs, so
+     * the KV is split 14 ways (126 blocks, one wave) */
+    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 600),
+                      14ull * 65 * 8 * 513 * 4);
+    /* 520 row tiles: four waves already; no split, no workspace */
+    ck_assert_uint_eq(ws(&h200, 8, 64, 65, 64, 600), 0);
+    /* H = 128, 65 rows: 130 blocks on 132 SMs; no split */
+    ck_assert_uint_eq(ws(&h200, 1, 128, 65, 64, 600), 0);
+    /* a short cache allows few splits: at least 8 tiles (128 tokens) a
+     * split, so 2 pages of 64 tokens make one split at most */
+    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 2), 0);
+    /* the same shape on another device may split differently, but always
+     * the same way for the same device */
+    uint64_t a = ws(&rtx, 1, 8, 65, 64, 600), b = ws(&rtx, 1, 8, 65, 64, 600);
+    ck_assert_uint_eq(a, b);
+    ck_assert_uint_gt(a, 0);
+    ck_assert_uint_eq(a % (65ull * 8 * 513 * 4), 0);
+    /* arguments the size refuses */
+    uint64_t bytes;
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&bytes, &h200, 0, 8,
+                                                       65, 64, 600),
+                     KDTREE_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&bytes, &h200, 1, 8,
+                                                       65, 64, 0),
+                     KDTREE_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&bytes, &h200, 1, 0,
+                                                       65, 64, 600),
+                     KDTREE_ERROR_SHAPE);
+}
+END_TEST
+
+int
+main(void)
+{
+    char dir[] = "/tmp/kdt-compile-attn.XXXXXX";
+    if (!mkdtemp(dir))
+        return 99;
+    setenv("KDTREE_CACHE_DIR", dir, 1);
+    if (kdtree_compile(NULL, "sm_90", "verify_attn", "H=1,PAGE=1,N_MAX=1") ==
+        KDTREE_ERROR_NO_COMPILER) {
+        fprintf(stderr, "no NVRTC: %s\n", kdtree_last_error());
+        return 77;
+    }
+    Suite *s = suite_create("compile_attn");
+    TCase *tc = tcase_create("verify_attn");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, compile_extremes);
+    tcase_add_test(tc, split_rule);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return failed ? 1 : 0;
+}
