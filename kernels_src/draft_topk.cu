@@ -82,10 +82,14 @@ val_key(float f)
 // bits that follow from its sign (0 or 0xffff); they are cleared so that
 // the radix select may skip those digits and its threshold (whose skipped
 // bits are 0) still orders the keys of one value by id alone.
+//
+// x + 0.0f turns -0 into +0: the two are equal logits (ties go by id), but
+// their raw keys differ.  Only candidates pay for it, not every logit.
 __device__ __forceinline__ unsigned
 cand_vkey(float x)
 {
-    return DTYPE ? (val_key(x) & 0xffff0000u) : val_key(x);
+    const unsigned k = val_key(x + 0.0f);
+    return DTYPE ? (k & 0xffff0000u) : k;
 }
 
 __device__ __forceinline__ float

@@ -45,7 +45,7 @@ normalish(void)
 
 enum row_kind {
     ROW_NORMAL, ROW_TIES, ROW_SPECIAL, ROW_ASCENDING, ROW_DESCENDING,
-    ROW_CONST, ROW_ALL_NEG_INF, ROW_ALL_NAN, ROW_KINDS
+    ROW_CONST, ROW_ALL_NEG_INF, ROW_ALL_NAN, ROW_ZEROS, ROW_KINDS
 };
 
 static float
@@ -54,8 +54,9 @@ logit(int kind, int j, int V)
     switch (kind) {
     case ROW_NORMAL:
         return normalish() * 3.0f;
-    case ROW_TIES: /* argmax ties and ties at the K-th place */
-        return (float)(int)(rnd() % 7) - 3.0f;
+    case ROW_TIES: /* argmax ties and ties at the K-th place; -0 = +0 */
+        return rnd() % 5 == 0 ? (rnd() % 2 ? -0.0f : 0.0f)
+                              : (float)(int)(rnd() % 7) - 3.0f;
     case ROW_SPECIAL: {
         uint32_t c = rnd() % 16;
         return c == 0 ? NAN : c == 1 ? -INFINITY : normalish() * 8.0f;
@@ -68,6 +69,10 @@ logit(int kind, int j, int V)
         return 0.75f;
     case ROW_ALL_NEG_INF:
         return -INFINITY;
+    case ROW_ZEROS: /* -0 and +0 are the same logit: ties go by id */
+        return rnd() % 3 == 0 ? -1.0f : (rnd() % 2 ? -0.0f : 0.0f);
+    case ROW_ALL_NAN:
+        return NAN;
     default:
         return NAN;
     }
