@@ -10,7 +10,9 @@
  * silent:
  *  - NaN logits / log-probs count as -inf; a score that comes out NaN
  *    (only +inf + -inf can) also counts as -inf.
- *  - draft_topk: a row whose maximum is -inf gets lp = -inf throughout.
+ *  - draft_topk: a row whose maximum is -inf gets lp = -inf throughout;
+ *    -0 and +0 are the same logit.  +inf logits are outside the contract
+ *    (the log-probs are NaN; the ids still follow the order).
  *  - build_ddtree: device-side arguments are clamped, never trusted:
  *    budget to [0, N_MAX-1], depth_limit to [1, L].  Padded rows (past
  *    n_nodes) get score -inf and position = past_len.
