@@ -14,11 +14,15 @@ tmp=$out.tmp
     i=0
     for f in "$@"; do
         echo "static const char kdt_src_$i[] ="
-        # Escape backslashes, quotes and trigraph-like ?? sequences.
-        LC_ALL=C awk '{
-            gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\?\?/, "?\\?");
-            printf "    \"%s\\n\"\n", $0
-        } END { if (NR == 0) print "    \"\"" }' "$f"
+        # Escape backslashes, quotes and trigraph-like ?? sequences; one
+        # literal per line.  (sed, not awk: awk's gsub treats backslashes
+        # in the replacement differently from one awk to the next.)
+        if [ -s "$f" ]; then
+            LC_ALL=C sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/??/?\\?/g' \
+                -e 's/^/    "/' -e 's/$/\\n"/' "$f"
+        else
+            echo '    ""'
+        fi
         echo "    ;"
         i=$((i + 1))
     done

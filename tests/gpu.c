@@ -62,6 +62,9 @@ gpu_alloc(size_t size)
         size = 1;
     gpu_check_cu(drv->mem_alloc(&p, size), "cuMemAlloc");
     gpu_check_cu(drv->memset_d8(p, 0xA5, size), "cuMemsetD8");
+    /* cuMemsetD8 may still be running when it returns; a kernel on a
+     * non-blocking stream would not wait for it. */
+    gpu_sync();
     return (uint64_t)p;
 }
 
@@ -72,6 +75,9 @@ gpu_upload(const void *host, size_t size)
     if (size)
         gpu_check_cu(drv->memcpy_htod((CUdeviceptr)p, host, size),
                      "cuMemcpyHtoD");
+    /* From pageable memory the copy can return before its DMA lands; a
+     * kernel on a non-blocking stream (gpu_stream) would not wait. */
+    gpu_sync();
     return p;
 }
 

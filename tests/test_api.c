@@ -115,6 +115,34 @@ START_TEST(registry)
 }
 END_TEST
 
+/* The embedded text is the file, byte for byte (backslashes, quotes and
+ * ?? sequences included), so NVRTC compiles exactly what is in kernels_src
+ * and its line numbers match. */
+START_TEST(embedded_sources)
+{
+    const char *top = getenv("abs_top_srcdir");
+    ck_assert_msg(top != NULL, "run through make check (abs_top_srcdir)");
+    ck_assert_uint_gt(kdt_source_count(), 4);
+    for (size_t i = 0; i < kdt_source_count(); i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/kernels_src/%s", top,
+                 kdt_source_name(i));
+        FILE *f = fopen(path, "rb");
+        ck_assert_msg(f != NULL, "%s", path);
+        static char buf[1 << 20];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        size_t len = 0;
+        const char *text = kdt_source_text(kdt_source_name(i), &len);
+        ck_assert_ptr_nonnull(text);
+        ck_assert_msg(len == n && memcmp(text, buf, n) == 0,
+                      "embedded %s differs from the file", path);
+    }
+    ck_assert_ptr_null(kdt_source_text("no-such.cu", NULL));
+    ck_assert_ptr_null(kdt_source_name(kdt_source_count()));
+}
+END_TEST
+
 START_TEST(shape_errors)
 {
     int64_t v[KDT_MAX_CONSTS];
@@ -501,6 +529,7 @@ suite(void)
     tcase_add_test(t, versions);
     tcase_add_test(t, status_names);
     tcase_add_test(t, registry);
+    tcase_add_test(t, embedded_sources);
     tcase_add_test(t, shape_errors);
     tcase_add_test(t, no_driver);
     suite_add_tcase(s, t);
