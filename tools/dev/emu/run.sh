@@ -1,0 +1,36 @@
+#!/bin/sh
+# run.sh: the host emulation of draft_topk, build_ddtree and tree_accept
+# (one pthread per CUDA thread, barriers for __syncthreads and warp ops)
+# against tests/ref_ddtree.c at a few shapes.  For checking kernel logic
+# on a machine without a GPU; it proves nothing about timing, and its
+# memory model is stronger than the GPU's.  Usage: tools/dev/emu/run.sh
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$here"/*.h "$here"/*.cc "$tmp"/
+for k in draft_topk build_ddtree tree_accept; do
+    sh "$here/prep.sh" "$top/kernels_src/$k.cu" "$tmp/$k.cc"
+done
+gcc -O2 -c "$top/tests/ref_ddtree.c" -o "$tmp/ref.o"
+build() { # test.cc out -D...
+    src=$1 out=$2
+    shift 2
+    g++ -O1 -std=c++17 -w -I"$tmp" -I"$top/kernels_src" -I"$top/tests" "$@" \
+        "$tmp/$src" "$tmp/emu_rt.cc" "$tmp/ref.o" -lpthread -o "$tmp/$out"
+}
+fail=0
+for s in "1000 8 1" "1000 300 0" "20000 64 1" "4097 1024 0" "8193 1 1" "7 7 1"; do
+    set -- $s
+    build t_topk.cc t -DKDT_V=$1 -DKDT_K=$2 -DKDT_DTYPE=$3 && "$tmp/t" || fail=1
+done
+for s in "15 64 65 10" "4 3 40 20" "1 8 9 10" "6 1 20 10" "3 2 1 5" "15 512 513 2"; do
+    set -- $s
+    build t_build.cc t -DKDT_L=$1 -DKDT_K=$2 -DKDT_N_MAX=$3 -DITERS=$4 && "$tmp/t" || fail=1
+done
+for s in "65 15" "1 1" "300 40"; do
+    set -- $s
+    build t_accept.cc t -DKDT_N_MAX=$1 -DKDT_L=$2 && "$tmp/t" || fail=1
+done
+exit $fail
