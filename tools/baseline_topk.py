@@ -8,8 +8,10 @@ at K = 64).  Times with CUDA events around batches of back-to-back calls
 and prints the median microseconds per call as JSON rows whose "config"
 strings match the bench's rows.
 
-Usage: baseline_topk.py [--json] [--quick]
-Exit status 77 when torch or a CUDA device is missing (the bench notes it).
+Usage: baseline_topk.py [--json [FILE]] [--quick]
+With --json FILE the JSON goes into FILE (kdtree-bench's convention), with
+a bare --json to stdout.  Exit status 77 when torch or a CUDA device is
+missing (the bench notes it).
 """
 import json
 import statistics
@@ -73,7 +75,13 @@ def main(argv):
         })
         del x
     if "--json" in argv:
-        print(json.dumps({"rows": rows}))
+        text = json.dumps({"rows": rows})
+        i = argv.index("--json")
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            with open(argv[i + 1], "w") as f:
+                f.write(text + "\n")
+        else:
+            print(text)
     else:
         for r in rows:
             print("%-40s %10.1f us" % (r["config"], r["median_us"]))
