@@ -225,14 +225,24 @@ select_top(topk_smem &sm, int cnt)
 }
 
 // Candidate mask of 8 logits (bit i: x[i], id id0 + i, valid) against T.
+// The float compare with T's value is all most logits see; the exact key
+// compare runs only in the (rare, once T has settled) branch.
 __device__ __forceinline__ unsigned
 candidates(const float *x, int id0, unsigned valid, float tval, u64 t64)
 {
     unsigned m = 0;
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        if (((valid >> i) & 1u) && !(x[i] < tval) && cand_key(x[i], id0 + i) >= t64)
-            m |= 1u << i;
+        m |= (x[i] < tval ? 0u : 1u) << i;
+    m &= valid;
+    if (m) {
+        unsigned exact = 0;
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            if (((m >> i) & 1u) && cand_key(x[i], id0 + i) >= t64)
+                exact |= 1u << i;
+        m = exact;
+    }
     return m;
 }
 
