@@ -552,6 +552,41 @@ kdt_cache_lookup(const kdt_key *key, const char *preimage,
 
 /* ---- store -------------------------------------------------------------- */
 
+/* Housekeeping after a publish, kept off most compiles' path (each scan
+ * reads every entry's inode): the first publish of the process into a
+ * directory sweeps stale temp files and scans the directory's size; later
+ * ones add what they wrote to that estimate and scan again (evicting) only
+ * when the estimate passes the cap.  Other processes' writes are not in
+ * the estimate, so each process enforces the cap at its first publish and
+ * whenever its own writes could break it. */
+static pthread_mutex_t maintain_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *maintain_dir;      /* the directory the estimate is of */
+static uint64_t maintain_bytes; /* its bytes at the last scan + since */
+
+static void
+maintain(const char *dir, const char *keep, size_t written)
+{
+    pthread_mutex_lock(&maintain_lock);
+    int first = !maintain_dir || strcmp(maintain_dir, dir) != 0;
+    uint64_t cap = kdt_cache_max_bytes();
+    if (first) {
+        free(maintain_dir);
+        maintain_dir = strdup(dir);
+        kdt_cache_sweep_temps(dir, KDT_CACHE_TEMP_STALE_S);
+    } else {
+        maintain_bytes += written;
+    }
+    if (first || (cap && maintain_bytes > cap)) {
+        uint64_t left = 0;
+        int n = kdt_cache_evict(dir, cap, keep, &left);
+        maintain_bytes = left;
+        if (n > 0)
+            kdt_log(KDT_LOG_INFO, "cache: evicted %d entries from %s, %llu "
+                    "bytes left", n, dir, (unsigned long long)left);
+    }
+    pthread_mutex_unlock(&maintain_lock);
+}
+
 int
 kdt_cache_store(const kdt_key *key, const char *preimage,
                 size_t preimage_len, const kdt_blob *blob)
@@ -602,14 +637,7 @@ kdt_cache_store(const kdt_key *key, const char *preimage,
             KDT_CACHE_FORMAT, keep);
     dir = kdt_cache_entry_dir(user);
     if (dir) {
-        uint64_t left;
-        int n;
-
-        kdt_cache_sweep_temps(dir, KDT_CACHE_TEMP_STALE_S);
-        n = kdt_cache_evict(dir, kdt_cache_max_bytes(), keep, &left);
-        if (n > 0)
-            kdt_log(KDT_LOG_INFO, "cache: evicted %d entries from %s, %llu "
-                    "bytes left", n, dir, (unsigned long long)left);
+        maintain(dir, keep, enc_size);
         free(dir);
     }
     free(user);
