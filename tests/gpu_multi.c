@@ -232,7 +232,10 @@ main(int argc, char **argv)
     if (n <= 0)
         return 1;
     exe[n] = '\0';
-    int count = wait_child(spawn(exe, "count", 0, &fd), fd, buf, sizeof buf);
+    /* (spawn first: an argument list's evaluation order is unspecified,
+     * so spawn() inside wait_child's arguments could leave fd unread.) */
+    pid_t pid = spawn(exe, "count", 0, &fd);
+    int count = wait_child(pid, fd, buf, sizeof buf);
     if (count == SKIP || count == 0) {
         printf("SKIP: no CUDA device\n");
         return SKIP;
@@ -241,7 +244,8 @@ main(int argc, char **argv)
 
     /* One process, several devices. */
     fresh_cache(dir, sizeof dir);
-    int st = wait_child(spawn(exe, "devices", 0, &fd), fd, buf, sizeof buf);
+    pid = spawn(exe, "devices", 0, &fd);
+    int st = wait_child(pid, fd, buf, sizeof buf);
     printf("%s", buf);
     if (st == SKIP)
         printf("devices: skipped (%d device; needs two or more)\n", count);
@@ -252,12 +256,20 @@ main(int argc, char **argv)
 
     /* One process alone, cold. */
     fresh_cache(dir, sizeof dir);
-    st = wait_child(spawn(exe, "process", 0, &fd), fd, buf, sizeof buf);
+    pid = spawn(exe, "process", 0, &fd);
+    st = wait_child(pid, fd, buf, sizeof buf);
     double alone = -1;
-    unsigned long long c;
-    sscanf(buf, "compiles=%llu ms=%lf", &c, &alone);
+    unsigned long long c = 0;
+    if (sscanf(buf, "compiles=%llu ms=%lf", &c, &alone) != 2) {
+        printf("FAIL: the lone process reported \"%s\"\n", buf);
+        failures++;
+    }
     printf("processes: one alone: %llu compiles, %.1f ms cold start\n", c,
            alone);
+    if (c != N_SHAPES) {
+        printf("FAIL: alone on an empty cache, each key compiles once\n");
+        failures++;
+    }
     failures += st != 0;
 
     /* N together on one empty cache. */
@@ -272,7 +284,8 @@ main(int argc, char **argv)
         st = wait_child(pids[i], fds[i], buf, sizeof buf);
         double ms = -1;
         c = 0;
-        sscanf(buf, "compiles=%llu ms=%lf", &c, &ms);
+        if (sscanf(buf, "compiles=%llu ms=%lf", &c, &ms) != 2)
+            st = st ? st : 1;
         total += c;
         printf("processes: %d of %d (device %d): %s, %llu compiles, %.1f ms "
                "cold start\n",
