@@ -66,11 +66,21 @@ make_trees(trees *t, int R, uint64_t seed)
         }
         depth[0] = 0;
         for (int i = 1; i < nn; i++) {
-            int p;
-            do {
-                int lo = i > 6 ? i - 6 : 0;
-                p = lo + (int)(rnd(&seed) % (unsigned)(i - lo));
-            } while (depth[p] >= TA_L);
+            /* A parent among the last few nodes that can still take a
+             * child, else the root (depth 0 < L): a loop that only
+             * redrew could spin forever once the last few are all at
+             * depth L. */
+            int lo = i > 6 ? i - 6 : 0, p = 0, open = 0;
+            for (int j = lo; j < i; j++)
+                open += depth[j] < TA_L;
+            if (open) {
+                int pick = (int)(rnd(&seed) % (unsigned)open);
+                for (int j = lo; j < i; j++)
+                    if (depth[j] < TA_L && pick-- == 0) {
+                        p = j;
+                        break;
+                    }
+            }
             depth[i] = depth[p] + 1;
             tok[i] = (int32_t)(rnd(&seed) % 16);
             if (last_child[p] < 0)
