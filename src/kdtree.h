@@ -60,7 +60,8 @@ typedef enum kdtree_status {
     KDTREE_ERROR_SHAPE = -3,
     /* No kernel of that name, or a shape string that does not parse. */
     KDTREE_ERROR_UNKNOWN_KERNEL = -4,
-    /* A host allocation failed. */
+    /* A host allocation, or a device allocation the driver refused,
+     * failed. */
     KDTREE_ERROR_OUT_OF_MEMORY = -5,
     /* The CUDA driver (libcuda.so.1) could not be loaded or initialised. */
     KDTREE_ERROR_NO_DRIVER = -6,
