@@ -618,7 +618,9 @@ kdt_cache_store(const kdt_key *key, const char *preimage,
          * the first, and the status says the second. */
         return r == KDTREE_ERROR_OUT_OF_MEMORY ? r : 0;
     }
-    if (kdt_cache_publish(user, key, enc, enc_size, why, sizeof why) != 0) {
+    if (kdt_cache_publish(user, key, enc, enc_size,
+                          blob->kind != KDT_PAYLOAD_ALIAS, why,
+                          sizeof why) != 0) {
         /* Unwritable, full, foreign: never the caller's failure. */
         if (!atomic_exchange(&warned, 1))
             kdt_log(KDT_LOG_WARN, "cache: cannot write to %s: %s; compiled "

@@ -108,7 +108,7 @@ publish_delay_us(void)
 
 int
 kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
-                  size_t size, char *why, size_t why_size)
+                  size_t size, int durable, char *why, size_t why_size)
 {
     static atomic_ulong counter;
     char hex[33], host[48], w[160];
@@ -173,7 +173,7 @@ kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
     } else if (write_all(fd, data, size) != 0) {
         goto write_fail;
     }
-    if (fsync(fd) != 0)
+    if (durable && fsync(fd) != 0)
         goto write_fail;
     if (close(fd) != 0) {
         fd = -1;
