@@ -8,8 +8,7 @@
 #   check     make check, GPU suites included, each test under a time limit
 #   bench     kdtree-bench with its PyTorch baselines
 #   round     python/examples/ddtree_round.py
-#   sanitize  compute-sanitizer memcheck and racecheck on gpu_verify_attn
-#             (and memcheck on the other GPU suites)
+#   sanitize  compute-sanitizer memcheck and racecheck on the GPU suites
 # Logs and JSON go to $OUT (default /tmp/kdt-out).  Extra arguments go to
 # kdtree-bench.
 set -u
@@ -51,16 +50,14 @@ for stage in $stages; do
         tail -30 "$out/round.txt"
         ;;
     sanitize)
-        for tool in memcheck racecheck; do
-            KDT_SANITIZE=1 timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool $tool \
-                --error-exitcode 9 ./tests/gpu_verify_attn >"$out/san-$tool.log" 2>&1
-            echo "compute-sanitizer $tool gpu_verify_attn: exit $?"
-            tail -3 "$out/san-$tool.log"
-        done
-        for t in gpu_tree_accept gpu_draft_topk gpu_build_ddtree; do
-            timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
-                ./tests/$t >"$out/san-$t.log" 2>&1
-            echo "compute-sanitizer memcheck $t: exit $?"
+        # $SAN_SUITES (default: every kernel's GPU suite) under each tool
+        # of $SAN_TOOLS, each run limited to $SAN_TIMEOUT seconds.
+        for t in ${SAN_SUITES:-gpu_verify_attn gpu_tree_accept gpu_draft_topk gpu_build_ddtree}; do
+            for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+                timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool $tool \
+                    --error-exitcode 9 ./tests/$t >"$out/san-$tool-$t.log" 2>&1
+                echo "compute-sanitizer $tool $t: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$out/san-$tool-$t.log" | tr '\n' ' '))"
+            done
         done
         ;;
     esac
