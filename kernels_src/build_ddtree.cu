@@ -3,9 +3,27 @@
 // rows: tokens, parents, depths, RoPE positions, child/sibling links,
 // scores and ancestor masks, with padded rows past n_nodes.
 //
-// One block per request.  Warp 0 runs the spec's loop itself, so the output
-// is the loop's for every input (unsorted rows, positive log-probs, NaN,
-// inf), not only for well-formed ones.  The loop's candidate set holds at
+// One block per request, two ways to select the nodes; both give the
+// loop's output bit for bit.
+//
+// The threshold path (well-formed input: every row the loop reads sorted
+// non-increasing after NaN -> -inf, every log-prob <= 0; budget above
+// LOOP_MAX_B).  Then a node's successors never score higher than it (a
+// child adds a log-prob <= 0, a sibling adds a smaller one, and f32
+// addition is monotone), so the loop emits the prefixes in the global
+// order (score descending, rank path ascending, a prefix before its
+// extensions) and its result is the first B of that order.  The block
+// searches a threshold T with B <= count(score >= T) <= CAP, enumerating
+// the prefixes that reach T level by level (a prefix's children that do
+// are a rank prefix of its row: one binary search, each score the very
+// f32 addition the loop makes), then sorts that set by (score, rank path)
+// and keeps the first B.  When no such finite T is found (-inf scores
+// needed, fewer prefixes than B, more ties at one score than CAP allows,
+// or too many rounds), it falls back to:
+//
+// The loop (every other input).  Warp 0 runs the spec's loop itself, so
+// the output is the loop's for every input (unsorted rows, positive
+// log-probs, NaN, inf).  The loop's candidate set holds at
 // most one candidate per built node (its next child: the first child when
 // the node is built, the next sibling when a child is taken), so candidate
 // "slot" s belongs to node s.  Slots are spread over the warp's lanes
@@ -35,18 +53,67 @@ constexpr int W = (N_MAX + 31) / 32;   // mask words per row
 constexpr int THREADS = 256;
 constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 
+// The threshold path is used for budgets above this.  The loop costs
+// about 1.5 + 0.4 B us on an H200 (7.8 us at B = 16, 26.9 at B = 64); the
+// threshold path about 6-8 us for small trees (two enumeration rounds of
+// a few levels at ~0.5 us each, a sort of a few hundred keys, the
+// well-formedness check): even at B = 16.
+constexpr int LOOP_MAX_B = 16;
+
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
-// the same size):
+// the same size; the kernel traps if it gets less):
 //   float lp[L*K]            the request's log-probs, NaN -> -inf
-//   float node_score, slot_score, slot_next_lp, slot_child_lp [N_MAX]
-//   int   slot_dk [N_MAX]    the slot's candidate: depth << 16 | rank
+//   float node_score[N_MAX]
 //   short parent, rank, depth, first_child, next_sibling, last_child
 //         [N_MAX] each
+//   then one region used by either path:
+//   loop:      float slot_score, slot_next_lp, slot_child_lp [N_MAX],
+//              int slot_dk [N_MAX]  (the slot's candidate: depth << 16 |
+//              rank)
+//   threshold: CAP elements (prefixes scoring >= T, level by level):
+//              u64 sort key; float score; short node, first child's
+//              element, children in the set, parent element, rank, depth
 // A slot keeps the log-probs its candidate's successors will need (its
 // next sibling's, its first child's), so a step reads everything it needs
-// in one round of independent shared-memory loads.
+// in one round of independent shared-memory loads.  An element is 24
+// bytes; the region holds CAP of them only where the shape leaves room
+// for CAP >= 2 N_MAX under SMEM_LIMIT (not L = 15, K = N_MAX - 1 = 1024:
+// the log-probs take 60 KiB; such shapes always run the loop).
+// (Plain expressions, no constexpr functions: NVRTC compiles no host code.)
+#define KDT_PAD16(x) (((x) + 15u) & ~15u)
+constexpr unsigned OFF_NODE = KDT_PAD16(4u * L * K);
+constexpr unsigned OFF_SHORT = OFF_NODE + KDT_PAD16(4u * N_MAX);
+constexpr unsigned OFF_REGION = OFF_SHORT + KDT_PAD16(12u * N_MAX);
+constexpr unsigned LOOP_BYTES = 16u * N_MAX;
+constexpr unsigned ELEM_BYTES = 24u;
+// What every allowed shape must fit: sm_120's 99 KiB per block, less 1 KiB
+// for the static shared variables.
+constexpr unsigned SMEM_LIMIT = 99u * 1024u - 1024u;
+
+// The element capacity: the largest power of two (the sort is bitonic)
+// that fits, at most 16 N_MAX and 16384 (element indices are int16).
+constexpr unsigned CAP_FIT =
+    OFF_REGION < SMEM_LIMIT ? (SMEM_LIMIT - OFF_REGION) / ELEM_BYTES : 0u;
+constexpr unsigned CAP_LIM =
+    CAP_FIT < 16u * N_MAX ? (CAP_FIT < 16384u ? CAP_FIT : 16384u)
+                          : (16u * N_MAX < 16384u ? 16u * N_MAX : 16384u);
+constexpr int CAP =
+    CAP_LIM >= 16384u ? 16384 : CAP_LIM >= 8192u ? 8192
+    : CAP_LIM >= 4096u ? 4096 : CAP_LIM >= 2048u ? 2048
+    : CAP_LIM >= 1024u ? 1024 : CAP_LIM >= 512u ? 512
+    : CAP_LIM >= 256u ? 256 : CAP_LIM >= 128u ? 128
+    : CAP_LIM >= 64u ? 64 : CAP_LIM >= 32u ? 32 : 0;
+// The search wants a window [B, CAP] at least twice as wide as B.
+constexpr bool FAST = CAP >= 2 * N_MAX && N_MAX - 1 > LOOP_MAX_B;
+constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
 constexpr unsigned SMEM_BYTES =
-    4u * (L * K) + 20u * N_MAX + ((12u * N_MAX + 15u) & ~15u);
+    OFF_REGION + (FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES);
+// Rounds of the threshold search before giving up (the loop takes over),
+// and its first threshold: above a typical tree's last score (a drafter's
+// trees of 64 to 1024 nodes end near -5 to -9), so the first round is
+// cheap and measures the slope of the count.
+constexpr int MAX_ROUNDS = 12;
+constexpr float START_T = -4.0f;
 
 static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
               "tree fields are stored as 16-bit integers");
@@ -213,42 +280,392 @@ write_padding_row(const kdt_build_ddtree_params &p, long long o, int i,
     write_mask_row(p.anc_mask + (o + i) * W, i, parent, false);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
-kdt_build_ddtree(kdt_build_ddtree_params p)
+// ---- the threshold path ---------------------------------------------
+
+__device__ __forceinline__ int
+imin(int a, int b)
 {
-    extern __shared__ __align__(16) unsigned char smem[];
-    float *lps = reinterpret_cast<float *>(smem);
-    float *node_score = lps + L * K;
-    float *slot_score = node_score + N_MAX;
-    float *slot_next_lp = slot_score + N_MAX;
-    float *slot_child_lp = slot_next_lp + N_MAX;
-    int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
-    short *parent = reinterpret_cast<short *>(slot_dk + N_MAX);
-    short *rank = parent + N_MAX;
-    short *depth = rank + N_MAX;
-    short *first_child = depth + N_MAX;
-    short *next_sibling = first_child + N_MAX;
-    short *last_child = next_sibling + N_MAX;
-    __shared__ int s_nodes;
+    return a < b ? a : b;
+}
 
-    unsigned dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    if (dyn < SMEM_BYTES)
-        __trap(); // the launcher and this file disagree on the layout
+struct elems {
+    unsigned long long *key; // sort keys: ~score key << 32 | element
+    float *score;
+    short *node, *coff, *cnt, *par, *rank, *dep;
+};
 
-    const int r = blockIdx.x, tid = threadIdx.x;
+// Exclusive prefix sum of v over the block; total gets the sum.  Ends with
+// a barrier, so ws may be reused at once.
+__device__ __forceinline__ int
+block_scan(int v, int &total, int *ws)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    if (lane == 31)
+        ws[warp] = x;
+    __syncthreads();
+    int before = 0, tot = 0;
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; w++) {
+        const int s = ws[w];
+        tot += s;
+        before += w < warp ? s : 0;
+    }
+    __syncthreads();
+    total = tot;
+    return before + x - v;
+}
+
+// How many ranks k of a sorted row extend a prefix of score s to a score
+// >= T: the loop's own f32 addition s + row[k], which never increases with
+// k.  (NaN cannot come out: no +inf on this path; -inf >= T is false.)
+// Most prefixes extend by few ranks, so gallop from rank 0 (probes 0, 1,
+// 3, 7, ..) before the binary search: about 2 log2(count) + 1 loads
+// rather than log2(K).
+__device__ __forceinline__ int
+count_ge(const float *row, float s, float T)
+{
+    int lo = 0, b = 1; // ranks < lo reach T
+    while (b <= K && s + row[b - 1] >= T) {
+        lo = b;
+        b <<= 1;
+    }
+    int hi = b <= K ? b - 1 : K; // rank hi does not (or is K)
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (s + row[mid] >= T)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// All prefixes of depth <= Lr scoring >= T, level by level into e[0, n),
+// each level in rank-path order (parents in order, each one's children by
+// rank), and n returned -- or, when they would pass CAP, some number > CAP
+// and e holds nothing usable.  Block-wide; T uniform.
+__device__ int
+enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
+{
+    const int tid = threadIdx.x;
+    const int c1 = count_ge(lps, 0.0f, T);
+    if (c1 > CAP)
+        return c1;
+    for (int j = tid; j < c1; j += THREADS) {
+        e.score[j] = canon(0.0f + lps[j]);
+        e.par[j] = -1;
+        e.rank[j] = (short)j;
+        e.dep[j] = 1;
+        e.cnt[j] = 0;
+    }
+    int ps = 0, pe = c1;
+    for (int d = 2; d <= Lr && pe > ps; d++) {
+        __syncthreads(); // level d-1 is written
+        const float *row = lps + (d - 1) * K;
+        const int n = pe - ps, chunk = (n + THREADS - 1) / THREADS;
+        const int b0 = imin(ps + tid * chunk, pe), b1 = imin(b0 + chunk, pe);
+        int sum = 0;
+        for (int q = b0; q < b1; q++) {
+            const int c = count_ge(row, e.score[q], T);
+            e.cnt[q] = (short)c;
+            sum += c;
+        }
+        int total;
+        const int ex = block_scan(sum, total, ws);
+        if (pe + total > CAP)
+            return pe + total;
+        int off = pe + ex;
+        for (int q = b0; q < b1; q++) {
+            e.coff[q] = (short)off;
+            off += e.cnt[q];
+        }
+        __syncthreads();
+        for (int j = tid; j < total; j += THREADS) {
+            const int at = pe + j;
+            // its parent: the last q with coff[q] <= at (that one has
+            // children, the ones before it with the same offset have none)
+            int l = ps, h = pe - 1;
+            while (l < h) {
+                const int m = (l + h + 1) >> 1;
+                if (e.coff[m] <= at)
+                    l = m;
+                else
+                    h = m - 1;
+            }
+            const int k = at - e.coff[l];
+            e.score[at] = canon(e.score[l] + row[k]);
+            e.par[at] = (short)l;
+            e.rank[at] = (short)k;
+            e.dep[at] = (short)d;
+            e.cnt[at] = 0;
+        }
+        ps = pe;
+        pe += total;
+    }
+    __syncthreads();
+    return pe;
+}
+
+// Element x's rank path before element y's (x != y); a prefix first.
+__device__ __forceinline__ bool
+elem_less(const elems e, int x, int y)
+{
+    int ax = x, ay = y, dx = e.dep[x], dy = e.dep[y];
+    while (dx > dy) {
+        ax = e.par[ax];
+        dx--;
+    }
+    while (dy > dx) {
+        ay = e.par[ay];
+        dy--;
+    }
+    if (ax == ay)
+        return e.dep[x] < e.dep[y];
+    while (e.par[ax] != e.par[ay]) {
+        ax = e.par[ax];
+        ay = e.par[ay];
+    }
+    return e.rank[ax] < e.rank[ay];
+}
+
+// The threshold path (see the top of the file).  Block-wide; true when it
+// built nodes 1..B into the tree arrays (and node 0's links), false when
+// the loop must run instead (then it has written only the region).
+__device__ bool
+threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
+               short *parent, short *rank, short *depth, short *first_child,
+               short *next_sibling, int *ws)
+{
+    const int tid = threadIdx.x;
+    const float FMAX = 3.40282347e38f;
+
+    // A lower bound: the prefixes (0, .., 0, k) of every depth d <= Lr
+    // with k < m are m Lr distinct prefixes, so when m Lr >= B at least B
+    // prefixes score >= the least of them, which is (rows sorted) the
+    // least over d of spine(d-1) + lp[d-1][m-1].
+    float lo = -FMAX;
+    int lo_state = 0; // 0 assumed, 1 count >= B known, 2 count > CAP seen
+    const int m = imin(K, (B + Lr - 1) / Lr);
+    if ((long long)m * Lr >= B) {
+        float spine = 0.0f, least = 0.0f;
+        for (int d = 1; d <= Lr; d++) {
+            const float *row = lps + (d - 1) * K;
+            least = fminf(least, canon(spine + row[m - 1]));
+            spine = canon(spine + row[0]);
+        }
+        if (least >= -FMAX) {
+            lo = least;
+            lo_state = 1;
+        }
+    }
+    // The search keeps lo (count >= B, or > CAP when lo_state is 2) below
+    // hi (count < B).  It starts high (cheap: few prefixes), then takes
+    // Newton steps on log(count) from hi, with the slope measured on the
+    // prefixes that hi's enumeration holds (counts grow about
+    // exponentially as T falls), aiming inside [B, CAP] a little nearer B
+    // (the sort is smaller); after an overshoot, secant steps inside
+    // (lo, hi), and two misses in a row on one side bisect.
+    float hi = 1.4e-45f; // nothing scores above 0
+    bool hi_seen = false;
+    float lhi = 0.0f, llo = 0.0f, slope = 1.0f;
+    const float lt = logf((float)B) + 0.4f * (logf((float)CAP) - logf((float)B));
+    int last = 0, same = 0, n = -1, rounds = 0;
+    for (; rounds < MAX_ROUNDS; rounds++) {
+        float T;
+        if (rounds == 0) {
+            T = START_T;
+            if (lo_state == 1 && lo >= T)
+                T = lo;
+        } else if (!hi_seen) { // only overshoots so far: towards 0
+            T = lo > -0x1p-10f ? 0.0f : 0.25f * lo;
+        } else {
+            float step = (lt - lhi) / fmaxf(slope, 0.25f);
+            step = fminf(fmaxf(step, 0.25f), 8.0f);
+            T = hi - step;
+            if (!(T < hi)) // hi so low that the step vanishes
+                T = 2.0f * hi - 1.0f;
+            T = fmaxf(T, -FMAX);
+            if (lo_state == 2) {
+                // both sides seen: the secant on log(count) (lo's count is
+                // where its enumeration stopped, an underestimate)
+                const float w = hi - lo;
+                T = hi + (lt - lhi) * (lo - hi) / fmaxf(llo - lhi, 0.25f);
+                if (same >= 2)
+                    T = lo + 0.5f * w;
+                T = fminf(fmaxf(T, lo + 0.1f * w), hi - 0.1f * w);
+                if (!(T > lo && T < hi))
+                    T = lo + 0.5f * w;
+            } else if (lo_state == 1 && T < lo) {
+                T = lo;
+            }
+        }
+        if (!(T >= lo && T < hi) || (lo_state == 2 && !(T > lo)))
+            break; // lo and hi adjacent: ties beyond CAP
+        const int c = enumerate(T, Lr, lps, e, ws);
+        if (c > CAP) {
+            lo = T;
+            lo_state = 2;
+            llo = logf((float)c);
+            same = last == 1 ? same + 1 : 1;
+            last = 1;
+        } else if (c < B) {
+            if (T <= -FMAX)
+                break; // the loop would need -inf scores
+            if (lo_state == 1 && T <= lo)
+                break; // cannot happen: count(lo) >= B
+            hi = T;
+            hi_seen = true;
+            // The slope: how many of the c reach T + 1.
+            int mine = 0;
+            for (int i = tid; i < c; i += THREADS)
+                mine += e.score[i] >= T + 1.0f;
+            int c1;
+            block_scan(mine, c1, ws);
+            lhi = logf(c > 0 ? (float)c : 0.5f);
+            slope = c > 0 ? lhi - logf(c1 > 0 ? (float)c1 : 0.5f) : 1.0f;
+            same = last == 2 ? same + 1 : 1;
+            last = 2;
+        } else {
+            n = c;
+            break;
+        }
+    }
+#ifdef KDT_BD_TRACE // the host emulator's statistics (tools/dev/emu)
+    if (tid == 0)
+        KDT_BD_TRACE(n, rounds);
+#endif
+    if (n < 0)
+        return false;
+
+    // e[0, n) are all the prefixes scoring >= T, n >= B, so the loop's
+    // first B nodes are among them: sort by score (descending), then order
+    // each run of equal scores by rank path.
+    int n2 = 2;
+    while (n2 < n)
+        n2 <<= 1;
+    for (int i = tid; i < n2; i += THREADS)
+        e.key[i] = i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
+                               (unsigned)i
+                         : ~0ull;
+    __syncthreads();
+    // Bitonic sort, ascending.  Warp w owns pairs [w P, (w+1) P), which
+    // touch only elements [2 w P, 2 (w+1) P) while j <= P: such steps need
+    // only __syncwarp, and a barrier is due only when a block-wide step
+    // follows a warp-local one.
+    const int P = n2 / 2 / (THREADS / 32);
     const int lane = tid & 31, warp = tid >> 5;
-    const long long o = (long long)r * N_MAX;
-    int B = p.budget[r];
-    B = B < 0 ? 0 : (B > N_MAX - 1 ? N_MAX - 1 : B);
-    int Lr = p.depth_limit ? p.depth_limit[r] : L;
-    Lr = Lr < 1 ? 1 : (Lr > L ? L : Lr);
-    const int root = p.root_token[r];
-    const int past = p.past_len ? p.past_len[r] : 0;
+    bool local = false;
+    for (int k = 2; k <= n2; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            const bool now_local = j <= P;
+            if (local && !now_local)
+                __syncthreads();
+            const int i0 = now_local ? warp * P + lane : tid;
+            const int i1 = now_local ? (warp + 1) * P : n2 / 2;
+            const int di = now_local ? 32 : THREADS;
+            for (int i = i0; i < i1; i += di) {
+                const int a = ((i & ~(j - 1)) << 1) | (i & (j - 1));
+                const int b = a | j;
+                const unsigned long long x = e.key[a], y = e.key[b];
+                if ((x > y) == ((a & k) == 0)) {
+                    e.key[a] = y;
+                    e.key[b] = x;
+                }
+            }
+            if (now_local)
+                __syncwarp();
+            else
+                __syncthreads();
+            local = now_local;
+        }
+    if (local)
+        __syncthreads();
+    for (int q = tid; q < n; q += THREADS) {
+        const unsigned long long kq = e.key[q];
+        const unsigned hq = (unsigned)(kq >> 32);
+        const int x = (int)(kq & 0xffffffffu);
+        int pos = q;
+        const bool tie_before = q > 0 && (unsigned)(e.key[q - 1] >> 32) == hq;
+        const bool tie_after = q + 1 < n && (unsigned)(e.key[q + 1] >> 32) == hq;
+        if (tie_before || tie_after) {
+            int a = q, b = q + 1;
+            if (tie_before) { // first of the run
+                int l = 0, h = q;
+                while (l < h) {
+                    const int mid = (l + h) >> 1;
+                    if ((unsigned)(e.key[mid] >> 32) < hq)
+                        l = mid + 1;
+                    else
+                        h = mid;
+                }
+                a = l;
+            }
+            if (tie_after) { // one past its last
+                int l = q + 1, h = n;
+                while (l < h) {
+                    const int mid = (l + h) >> 1;
+                    if ((unsigned)(e.key[mid] >> 32) <= hq)
+                        l = mid + 1;
+                    else
+                        h = mid;
+                }
+                b = l;
+            }
+            pos = a;
+            if (a < B)
+                for (int y = a; y < b; y++)
+                    if (y != q &&
+                        elem_less(e, (int)(e.key[y] & 0xffffffffu), x))
+                        pos++;
+        }
+        e.node[x] = (short)(pos < B ? pos + 1 : -1);
+    }
+    __syncthreads();
+    // The chosen set is closed under parents and elder siblings (both come
+    // first in the order), so its links come from the element layout: a
+    // node's first child is its first child element, its next sibling the
+    // next element when that has the same parent.
+    for (int x = tid; x < n; x += THREADS) {
+        const int nd = e.node[x];
+        if (nd < 0)
+            continue;
+        const int pe = e.par[x];
+        parent[nd] = (short)(pe < 0 ? 0 : e.node[pe]);
+        rank[nd] = e.rank[x];
+        depth[nd] = e.dep[x];
+        nsc[nd] = e.score[x];
+        first_child[nd] = e.cnt[x] > 0 ? e.node[e.coff[x]] : (short)-1;
+        next_sibling[nd] =
+            x + 1 < n && e.par[x + 1] == pe ? e.node[x + 1] : (short)-1;
+    }
+    if (tid == 0) {
+        parent[0] = -1;
+        rank[0] = depth[0] = 0;
+        nsc[0] = 0.0f;
+        first_child[0] = e.node[0];
+        next_sibling[0] = -1;
+    }
+    return true;
+}
 
-    const float *lp_g = p.lp + (long long)r * L * K;
-    for (int i = tid; i < L * K; i += THREADS)
-        lps[i] = canon(lp_g[i]);
+// The loop path (see the top of the file).  Block-wide: warp 0 runs the
+// loop, the other warps write the rows that are padding in any case.
+__device__ void
+loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
+          int past, long long o, const float *lps, float *node_score,
+          float *slot_score, float *slot_next_lp, float *slot_child_lp,
+          int *slot_dk, short *parent, short *rank, short *depth,
+          short *first_child, short *next_sibling, short *last_child,
+          int *s_nodes)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int i = tid; i < N_MAX; i += THREADS) {
         first_child[i] = next_sibling[i] = last_child[i] = -1;
         parent[i] = -1;
@@ -356,13 +773,98 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
             nb = n;
         }
         if (lane == 0)
-            s_nodes = nb + 1;
+            *s_nodes = nb + 1;
     } else {
         // Rows past budget + 1 are padding whatever the loop builds.
         for (int i = B + 1 + tid - 32; i < N_MAX; i += THREADS - 32)
             write_padding_row(p, o, i, root, past, parent);
     }
     __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+kdt_build_ddtree(kdt_build_ddtree_params p)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    float *lps = reinterpret_cast<float *>(smem);
+    float *node_score = reinterpret_cast<float *>(smem + OFF_NODE);
+    short *parent = reinterpret_cast<short *>(smem + OFF_SHORT);
+    short *rank = parent + N_MAX;
+    short *depth = rank + N_MAX;
+    short *first_child = depth + N_MAX;
+    short *next_sibling = first_child + N_MAX;
+    short *last_child = next_sibling + N_MAX;
+    float *slot_score = reinterpret_cast<float *>(smem + OFF_REGION);
+    float *slot_next_lp = slot_score + N_MAX;
+    float *slot_child_lp = slot_next_lp + N_MAX;
+    int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
+    __shared__ int s_nodes, s_bad;
+    __shared__ int s_ws[THREADS / 32];
+
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < SMEM_BYTES)
+        __trap(); // the launcher and this file disagree on the layout
+
+    const int r = blockIdx.x, tid = threadIdx.x;
+    const long long o = (long long)r * N_MAX;
+    int B = p.budget[r];
+    B = B < 0 ? 0 : (B > N_MAX - 1 ? N_MAX - 1 : B);
+    int Lr = p.depth_limit ? p.depth_limit[r] : L;
+    Lr = Lr < 1 ? 1 : (Lr > L ? L : Lr);
+    const int root = p.root_token[r];
+    const int past = p.past_len ? p.past_len[r] : 0;
+
+    const float *lp_g = p.lp + (long long)r * L * K;
+    for (int i = tid; i < L * K; i += THREADS)
+        lps[i] = canon(lp_g[i]);
+    if (tid == 0)
+        s_bad = 0;
+    __syncthreads();
+
+    bool fast = false;
+    if constexpr (FAST) {
+        if (B > LOOP_MAX_B) {
+            // Well-formed?  Every row the loop reads (d < Lr) sorted
+            // non-increasing and <= 0 (-inf included; NaN is -inf now).
+            bool bad = false;
+            for (int i = tid; i < Lr * K; i += THREADS) {
+                const float v = lps[i];
+                bad |= !(v <= 0.0f);
+                if ((i % K) + 1 < K)
+                    bad |= !(lps[i + 1] <= v);
+            }
+            if (bad)
+                s_bad = 1;
+            __syncthreads();
+            if (!s_bad) {
+                unsigned char *rg = smem + OFF_REGION;
+                const elems e = {
+                    reinterpret_cast<unsigned long long *>(rg),
+                    reinterpret_cast<float *>(rg + 8u * CAP),
+                    reinterpret_cast<short *>(rg + 12u * CAP),
+                    reinterpret_cast<short *>(rg + 14u * CAP),
+                    reinterpret_cast<short *>(rg + 16u * CAP),
+                    reinterpret_cast<short *>(rg + 18u * CAP),
+                    reinterpret_cast<short *>(rg + 20u * CAP),
+                    reinterpret_cast<short *>(rg + 22u * CAP)};
+                fast = threshold_path(B, Lr, lps, e, node_score, parent,
+                                      rank, depth, first_child,
+                                      next_sibling, s_ws);
+            }
+        }
+    }
+    if (fast) {
+        if (tid == 0)
+            s_nodes = B + 1;
+        for (int i = B + 1 + tid; i < N_MAX; i += THREADS)
+            write_padding_row(p, o, i, root, past, parent);
+        __syncthreads();
+    } else {
+        loop_path(p, B, Lr, root, past, o, lps, node_score, slot_score,
+                  slot_next_lp, slot_child_lp, slot_dk, parent, rank, depth,
+                  first_child, next_sibling, last_child, &s_nodes);
+    }
 
     const int n = s_nodes;
     const int *ids_g = p.ids + (long long)r * L * K;

@@ -13,16 +13,36 @@
 #include "runtime.h"
 #include "validate.h"
 
-/* Must match kernels_src/build_ddtree.cu: THREADS and SMEM_BYTES (the
- * request's log-probs; four float, one int and six int16 arrays of N_MAX).
- * The kernel traps if it gets less. */
+/* Must match kernels_src/build_ddtree.cu: THREADS, LOOP_MAX_B and the
+ * shared-memory layout (the request's log-probs, node scores, six int16
+ * tree arrays, then a region the loop path's slots or the threshold path's
+ * CAP elements of 24 bytes share).  The kernel traps if it gets less. */
 #define BD_THREADS 256
+#define BD_LOOP_MAX_B 16
+#define BD_ELEM_BYTES 24
+#define BD_SMEM_LIMIT (99 * 1024 - 1024) /* sm_120's 99 KiB, less static */
 #define BD_MAX_LK 16384 /* L*K floats: 64 KiB, so that all fits 99 KiB */
+
+static int64_t
+bd_pad16(int64_t x)
+{
+    return (x + 15) & ~(int64_t)15;
+}
 
 static unsigned
 bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
 {
-    return (unsigned)(4 * L * K + 20 * n_max + ((12 * n_max + 15) & ~15));
+    int64_t region = bd_pad16(4 * L * K) + bd_pad16(4 * n_max) +
+                     bd_pad16(12 * n_max);
+    int64_t cap = 0, loop = 16 * n_max, fast = 0;
+    /* The threshold path's capacity: the largest power of two that fits,
+     * at most 16 N_MAX and 16384; used only when at least 2 N_MAX. */
+    for (int64_t c = 1; c <= 16384 && c <= 16 * n_max; c *= 2)
+        if (region + c * BD_ELEM_BYTES <= BD_SMEM_LIMIT)
+            cap = c;
+    if (cap >= 2 * n_max && n_max - 1 > BD_LOOP_MAX_B)
+        fast = cap * BD_ELEM_BYTES;
+    return (unsigned)(region + (fast > loop ? fast : loop));
 }
 
 static int
