@@ -1,20 +1,51 @@
 // draft_topk.cu: specs/kernels.md §1.  Per row of logits: the K largest
 // (descending, ties to the lower token id, NaN as -inf) and their
-// log-probabilities logit - logsumexp(row), in one pass over the row.
+// log-probabilities logit - logsumexp(row).
 //
-// One block per row.  Each step every thread takes 8 consecutive logits
-// (16-byte loads, several steps in flight) and
-//  - folds them into its running (max, sum of exp(x - max)) for the
-//    logsumexp, rescaling the sum when the max grows;
-//  - offers those at or above the block's threshold T to a candidate buffer
-//    in shared memory.  A candidate is a 64-bit key: the logit's
-//    order-preserving 32-bit key above (V-1-id), so keys are unique and
-//    their order is exactly "larger logit first, then lower id".
-// When the buffer could overflow, a block-wide radix select (8-bit digits,
-// value bits then id bits, stopping as soon as the digit's bucket holds
-// exactly what is still needed) keeps the K largest keys and raises T to
-// the smallest key it kept.  At the end the K survivors are sorted
-// (bitonic, descending) and written with their log-probabilities.
+// One block of 512 threads per row; no barrier while the row streams in.
+//
+// Keys.  A logit x (NaN -> -inf, -0 -> +0) has the order-preserving key
+// vkey(x) (32 bits; a bf16 logit only uses the top 16).  Its candidate key
+// is c = (value bits << IB) | (V-1-id): unique per element, and c order is
+// exactly "larger logit first, then lower id".  The top 12 bits of c (the
+// top 12 of vkey: sign, exponent, 3 mantissa bits) are its "digit".
+//
+// Pass 1 (the only DRAM read).  Each thread streams its 8-logit slots
+// (16-byte loads, PREFETCH slots in flight), folds them into its running
+// (max, sum of exp(x - max)) and keeps every logit whose digit is at least
+// the block's lower bound `lb`: it is counted in a shared 4096-bin digit
+// histogram and its key appended to a shared buffer (warp-aggregated
+// atomics).  lb is raised as the histogram fills: now and then a warp
+// scans the histogram down from the top digit and sets lb to the highest
+// bin b with at least K counted logits at digits >= b.  That is always a
+// valid lower bound for the K-th largest digit (counts only grow; a stale
+// read only undercounts), and every logit of digit >= the final lb has
+// been counted and appended, because lb never exceeded the final value.
+// The first slot of every thread (4096 logits) seeds lb behind a barrier,
+// so the buffer does not fill with the first step.  On drafter-like rows
+// lb settles within a few steps and only ~K*(1 + ln(steps)) + one bin of
+// logits are kept: the per-slot work is the max, the exp sum and one
+// integer compare (measured before: the old design spent ~1.5 us per step
+// on barriers and buffer selection; this one has none per step).
+//
+// Then: the exact histogram at digits >= lb gives the threshold digit tb
+// (A logits above it, E in it, A < K <= A + E).  If the buffer did not
+// overflow, its keys of digit >= tb (A + E of them) are the candidates.
+// Otherwise (ties or flat rows) the row is read again (L2): while A + E
+// exceeds the buffer, a histogram pass narrows the threshold by the next
+// 12 bits of c (value bits, then id bits), and a last pass collects the
+// keys >= the threshold.  Finally the <= CAP candidates are sorted
+// (bitonic, descending) and the first K are written.
+//
+// Predicted cost of one row (H200): pass 1 is bound by the exp (MUFU,
+// 16/clk/SM: 163840 logits -> ~10k cycles) and about as much by issue
+// (~70 instructions per 8-logit slot: ~11k cycles, ~5.7 us); the DRAM
+// read of 328 KB with 48 KB in flight (~4 us) overlaps it; the tail
+// (scan, compaction, bitonic sort of ~K+150 keys) ~1-2 us.  So R = 1 (15
+// rows, one per SM) ~8 us; R = 64 (960 rows, 2 blocks per SM, ~41 us of
+// SM time per SM) is bound by the logits read (315 MB): ~85-100 us.
+// K = 1024 usually overflows the buffer (~7k keys pass lb) and pays one
+// more read of the row (from L2 at small R) and a 2048-key sort.
 #include "kdt_params.h"
 
 #ifndef KDT_V
@@ -33,29 +64,42 @@ constexpr int DTYPE = KDT_DTYPE;  // 0 f32, 1 bf16
 constexpr int ESZ = DTYPE ? 2 : 4;            // bytes per logit
 constexpr int THREADS = 512;
 constexpr int WARPS = THREADS / 32;
-constexpr int PER = 8;                        // logits per thread per step
-constexpr int STEP = THREADS * PER;           // logits per block per step
-constexpr int CHUNKS = PER * ESZ / 16;        // 16-byte loads per thread-step
-constexpr int PREFETCH = DTYPE ? 8 : 4;       // steps in flight per thread
-// Candidate buffer: room for the K kept plus one full step.
-constexpr int E = (K + STEP + THREADS - 1) / THREADS;  // entries per thread
-constexpr int CAP = E * THREADS;
+constexpr int PER = 8;                        // logits per slot
+constexpr int CHUNKS = PER * ESZ / 16;        // 16-byte loads per slot
+// Slots in flight per thread: 48 KB (bf16) / 64 KB (f32) per block; 8
+// bf16 slots spill at the 64 registers that two blocks per SM allow.
+constexpr int PREFETCH = DTYPE ? 6 : 4;
+constexpr int DBITS = 12;                     // digit width
+constexpr int NBINS = 1 << DBITS;
+constexpr int CAP = 4096;                     // candidate buffer (power of 2)
+constexpr int PT = CAP / THREADS;             // buffer entries per thread
+constexpr int RESCAN = 4;                     // a warp raises lb every 4th step
 
-__host__ __device__ constexpr int pow2_ceil(int x) { int p = 1; while (p < x) p <<= 1; return p; }
 __host__ __device__ constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
-constexpr int KP = pow2_ceil(K);              // bitonic sort size
-// Radix digits of a key, most significant first.  bf16 values only use the
-// top 16 bits of their f32 key (cand_vkey clears the next 16), so their
-// digits 47..32 are skipped.  The id part V-1-id needs bits_for(V-1) bits.
-constexpr int VAL_DIGITS = DTYPE ? 2 : 4;
-constexpr int ID_DIGITS = (bits_for(V - 1) + 7) / 8 > 0 ? (bits_for(V - 1) + 7) / 8 : 1;
-constexpr int N_DIGITS = VAL_DIGITS + ID_DIGITS;
+constexpr int VB = DTYPE ? 16 : 32;           // value bits of a key
+constexpr int IB = bits_for(V - 1);           // id bits (V-1-id)
+constexpr int W = VB + IB;                    // candidate key width
+constexpr int DSHIFT = W - DBITS;             // digit = c >> DSHIFT
 
 static_assert(K >= 1 && K <= 1024 && K <= V, "1 <= K <= min(V, 1024)");
 static_assert(V <= (1 << 24), "V up to 2^24");
-static_assert(KP <= CAP && KP / 2 <= THREADS, "bitonic sort fits the buffer");
+static_assert(K <= CAP && W <= 64, "candidate buffer and key width");
 
 typedef unsigned long long u64;
+
+struct topk_smem {
+    u64 buf[CAP];          // candidate keys
+    unsigned hist[NBINS];  // digit histogram
+    int cnt;               // appends to buf (may exceed CAP: overflow)
+    int lb;                // lower bound on the K-th largest digit
+    int maxd;              // >= every counted digit
+    int kept;              // compaction counter
+    int sel[4];            // threshold search result: bin, above, at
+    float red_m[WARPS], red_s[WARPS];
+};
+// kernel_draft_topk.c launches with this much dynamic shared memory.
+constexpr int SMEM_BYTES = 49408;
+static_assert(sizeof(topk_smem) <= SMEM_BYTES, "DT_SMEM in kernel_draft_topk.c");
 
 __device__ __forceinline__ float
 neg_inf()
@@ -71,44 +115,52 @@ ex2(float x)
     return y;
 }
 
+// Order-preserving key of a NaN-free logit; x + 0.0f turns -0 into +0
+// (the two are one logit: ties go by id).
 __device__ __forceinline__ unsigned
-val_key(float f)
+vkey(float x)
 {
-    unsigned u = __float_as_uint(f);
+    const unsigned u = __float_as_uint(x + 0.0f);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// The value part of a candidate key.  A bf16 logit's f32 key has low 16
-// bits that follow from its sign (0 or 0xffff); they are cleared so that
-// the radix select may skip those digits and its threshold (whose skipped
-// bits are 0) still orders the keys of one value by id alone.
-//
-// x + 0.0f turns -0 into +0: the two are equal logits (ties go by id), but
-// their raw keys differ.  Only candidates pay for it, not every logit.
-__device__ __forceinline__ unsigned
-cand_vkey(float x)
+__device__ __forceinline__ int
+digit(float x)
 {
-    const unsigned k = val_key(x + 0.0f);
-    return DTYPE ? (k & 0xffff0000u) : k;
+    return (int)(vkey(x) >> (32 - DBITS));
 }
 
-__device__ __forceinline__ float
-key_val(unsigned k)
+__device__ __forceinline__ u64
+ckey(float x, int id)
 {
+    return ((u64)(vkey(x) >> (32 - VB)) << IB) | (u64)(unsigned)(V - 1 - id);
+}
+
+// The logit of a candidate key (its value bits back to an f32).
+__device__ __forceinline__ float
+key_logit(u64 c)
+{
+    const unsigned k = (unsigned)(c >> IB) << (32 - VB);
     const unsigned u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
     return __uint_as_float(DTYPE ? (u & 0xffff0000u) : u);
 }
 
-__device__ __forceinline__ u64
-cand_key(float x, int id)
+__device__ __forceinline__ int
+key_id(u64 c)
 {
-    return ((u64)cand_vkey(x) << 32) | (unsigned)(V - 1 - id);
+    return V - 1 - (int)(unsigned)(c & ((1ull << IB) - 1));
+}
+
+__device__ __forceinline__ unsigned
+vload(const unsigned *p)
+{
+    return *(const volatile unsigned *)p;
 }
 
 __device__ __forceinline__ int
-digit_shift(int d)
+vload(const int *p)
 {
-    return d < VAL_DIGITS ? 56 - 8 * d : 8 * (ID_DIGITS - 1 - (d - VAL_DIGITS));
+    return *(const volatile int *)p;
 }
 
 // This lane's first slot among `c` it appends to `*counter`: one atomic
@@ -132,143 +184,69 @@ warp_append(int c, int *counter)
     return base + x - c;
 }
 
-struct topk_smem {
-    u64 buf[CAP];
-    unsigned hist[256];
-    // Appends of step s count in app[s % 3], read by every thread after
-    // the step's closing barrier and zeroed by thread 0 two steps later,
-    // when no thread can still be reading it: no extra barrier per step.
-    int app[3];
-    int kept;          // radix select's compaction counter
-    int step_total;    // candidates of the current step (tight mode)
-    int sel[3];        // radix select: bucket, still needed, done
-    float red_m[WARPS], red_s[WARPS];
-};
-
-// Keeps exactly the K largest of buf[0..cnt) (cnt > K) in buf[0..K) and
-// returns a threshold T: the kept keys are exactly those >= T.
-__device__ __noinline__ u64
-select_top(topk_smem &sm, int cnt)
+// One warp: the highest bin b in [lo, top] with sum(hist[b..top]) >= need
+// (need >= 1); *above = sum(hist[b+1..top]), *at = hist[b].  Returns -1
+// when there is none.  Reads may race with increments (pass 1): each count
+// is read once, so the answer is consistent with the counts it saw.
+__device__ __forceinline__ int
+find_bin(const unsigned *hist, int top, int lo, unsigned need,
+         unsigned *above, unsigned *at)
 {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    u64 v[E];
+    const int lane = threadIdx.x & 31;
+    unsigned cum = 0;
+    for (int base = top; base >= lo; base -= 32) {
+        const int b = base - lane;
+        const unsigned c = b >= lo ? vload(hist + b) : 0u;
+        unsigned incl = c;
 #pragma unroll
-    for (int e = 0; e < E; e++) {
-        const int i = tid + THREADS * e;
-        v[e] = i < cnt ? sm.buf[i] : 0ull;
-    }
-    u64 prefix = 0, pmask = 0;
-    int need = K;
-    for (int d = 0; d < N_DIGITS; d++) {
-        const int shift = digit_shift(d);
-        for (int i = tid; i < 256; i += THREADS)
-            sm.hist[i] = 0;
-        if (tid == 0 && d == 0)
-            sm.kept = 0; // no thread still uses the last select's count
-        __syncthreads();
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            if (tid + THREADS * e < cnt && (v[e] & pmask) == prefix)
-                atomicAdd(&sm.hist[(unsigned)(v[e] >> shift) & 255u], 1u);
-        __syncthreads();
-        if (warp == 0) {
-            // Lane l holds buckets 255-8l down to 248-8l (largest first).
-            unsigned c[8], sum = 0;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                c[q] = sm.hist[255 - 8 * lane - q];
-                sum += c[q];
-            }
-            unsigned incl = sum;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const unsigned y = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o)
-                    incl += y;
-            }
-            unsigned acc = incl - sum;
-            if (acc < (unsigned)need && (unsigned)need <= incl) {
-#pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    if (acc + c[q] >= (unsigned)need) {
-                        sm.sel[0] = 255 - 8 * lane - q;
-                        sm.sel[1] = need - (int)acc;
-                        sm.sel[2] = c[q] == (unsigned)need - acc;
-                        break;
-                    }
-                    acc += c[q];
-                }
-            }
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o)
+                incl += y;
         }
-        __syncthreads();
-        const int bucket = sm.sel[0];
-        need = sm.sel[1];
-        const int done = sm.sel[2];
-        prefix |= (u64)bucket << shift;
-        pmask |= 255ull << shift;
-        if (done)
-            break;
-        __syncthreads(); // sel and hist are rewritten next digit
+        const unsigned total = __shfl_sync(0xffffffffu, incl, 31);
+        if (cum + total >= need) {
+            const unsigned hit = __ballot_sync(0xffffffffu, cum + incl >= need);
+            const int f = __ffs(hit) - 1;
+            const unsigned cf = __shfl_sync(0xffffffffu, c, f);
+            const unsigned incf = __shfl_sync(0xffffffffu, incl, f);
+            *above = cum + incf - cf;
+            *at = cf;
+            return base - f;
+        }
+        cum += total;
     }
-    // Keys are unique, so the keys >= prefix (low bits 0) are the K.
-    int c = 0;
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        c += (tid + THREADS * e < cnt && v[e] >= prefix);
-    int at = warp_append(c, &sm.kept);
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        if (tid + THREADS * e < cnt && v[e] >= prefix)
-            sm.buf[at++] = v[e];
-    __syncthreads();
-    return prefix;
+    return -1;
 }
 
-// Candidate mask of 8 logits (bit i: x[i], id id0 + i, valid) against T.
-// The float compare with T's value is all most logits see; the exact key
-// compare runs only in the (rare, once T has settled) branch.
-__device__ __forceinline__ unsigned
-candidates(const float *x, int id0, unsigned valid, float tval, u64 t64)
+// Raise lb from the histogram as counted so far (one warp).
+__device__ __forceinline__ void
+raise_lb(topk_smem &sm)
 {
-    unsigned m = 0;
-#pragma unroll
-    for (int i = 0; i < PER; i++)
-        m |= (x[i] < tval ? 0u : 1u) << i;
-    m &= valid;
-    if (m) {
-        unsigned exact = 0;
-#pragma unroll
-        for (int i = 0; i < PER; i++)
-            if (((m >> i) & 1u) && cand_key(x[i], id0 + i) >= t64)
-                exact |= 1u << i;
-        m = exact;
-    }
-    return m;
+    const int lo = vload(&sm.lb);
+    unsigned above, at;
+    const int b = find_bin(sm.hist, vload(&sm.maxd), lo, K, &above, &at);
+    if ((threadIdx.x & 31) == 0 && b > lo)
+        atomicMax(&sm.lb, b);
 }
 
 struct row_state {
     float run_m, run_s; // this thread's running max and sum of exp(x - max)
-    float tval;         // T's value part (a cheap first filter)
-    u64 t64;            // T
-    int cnt;            // entries in sm.buf as of the last barrier
-    int step;           // steps done (picks sm.app[step % 3])
 };
 
-// One step: 8 logits per thread (NaN already -inf), ids id0.., `valid`.
-__device__ __forceinline__ void
-process(topk_smem &sm, row_state &st, float *x, int id0, unsigned valid)
+// The max / exp-sum part of a slot: x[] NaN-free, invalid entries -inf.
+__device__ __forceinline__ float
+fold(topk_smem &sm, row_state &st, const float *x)
 {
     const float L2E = 1.4426950408889634f;
-    float lm = neg_inf();
+    float lm = x[0];
 #pragma unroll
-    for (int i = 0; i < PER; i++) {
-        if (!((valid >> i) & 1u))
-            x[i] = neg_inf();
+    for (int i = 1; i < PER; i++)
         lm = fmaxf(lm, x[i]);
-    }
     if (lm > st.run_m) {
         st.run_s *= ex2((st.run_m - lm) * L2E);
         st.run_m = lm;
+        atomicMax(&sm.maxd, digit(lm));
     }
     if (st.run_m != neg_inf()) {
         const float mb = st.run_m * L2E;
@@ -276,40 +254,37 @@ process(topk_smem &sm, row_state &st, float *x, int id0, unsigned valid)
         for (int i = 0; i < PER; i++)
             st.run_s += ex2(fmaf(x[i], L2E, -mb));
     }
+    return lm;
+}
 
-    unsigned m = candidates(x, id0, valid, st.tval, st.t64);
-    if (st.cnt + STEP > CAP) { // the buffer might overflow: count first
-        int c = __popc(m);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            c += __shfl_xor_sync(0xffffffffu, c, o);
-        if ((threadIdx.x & 31) == 0 && c)
-            atomicAdd(&sm.step_total, c);
-        __syncthreads();
-        const int total = sm.step_total;
-        __syncthreads();
-        if (threadIdx.x == 0)
-            sm.step_total = 0;
-        if (st.cnt + total > CAP) {
-            st.t64 = select_top(sm, st.cnt);
-            st.tval = key_val((unsigned)(st.t64 >> 32));
-            st.cnt = K;
-            m = candidates(x, id0, valid, st.tval, st.t64);
-        }
-    }
-    int *app = &sm.app[st.step % 3];
-    if (threadIdx.x == 0)
-        sm.app[(st.step + 1) % 3] = 0;
-    if (__any_sync(0xffffffffu, m != 0u)) {
-        int at = st.cnt + warp_append(__popc(m), app);
+// Append (and, if `count`, histogram) the logits of x[] (ids id0 + i,
+// `valid` bits) whose digit is >= lb.  lm: their max.  The whole warp
+// must call it.
+template <bool COUNT>
+__device__ __forceinline__ void
+keep(topk_smem &sm, const float *x, int id0, unsigned valid, float lm, int lb)
+{
+    unsigned m = 0;
+    if (valid && digit(lm) >= lb) {
 #pragma unroll
         for (int i = 0; i < PER; i++)
-            if ((m >> i) & 1u)
-                sm.buf[at++] = cand_key(x[i], id0 + i);
+            if (digit(x[i]) >= lb)
+                m |= 1u << i;
+        m &= valid;
     }
-    __syncthreads();
-    st.cnt += *app;
-    st.step++;
+    if (__any_sync(0xffffffffu, m != 0u)) {
+        int at = warp_append(__popc(m), &sm.cnt);
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            if ((m >> i) & 1u) {
+                const u64 c = ckey(x[i], id0 + i);
+                if (at < CAP)
+                    sm.buf[at] = c;
+                at++;
+                if (COUNT)
+                    atomicAdd(&sm.hist[(int)(c >> DSHIFT)], 1u);
+            }
+    }
 }
 
 __device__ __forceinline__ void
@@ -344,101 +319,299 @@ load_one(const unsigned char *row, int j)
     return *(const float *)(row + 4 * j);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+// Where a row's logits are: 8-logit slots from the first 16-byte boundary;
+// the few logits before it (head) and after the last slot (tail).
+struct row_layout {
+    const unsigned char *row;
+    const uint4 *body;
+    int head, nslots, tail, nsteps;
+};
+
+// The head-and-tail "slot" of thread tid (at most 7 + 7 single logits,
+// one per thread): x[0] and its id, valid 0 or 1.
+__device__ __forceinline__ unsigned
+edge_slot(const row_layout &L, float *x, int *id)
+{
+    const int tid = threadIdx.x;
+    unsigned valid = 0;
+    *id = 0;
+    if (tid < L.head) {
+        *id = tid;
+        valid = 1;
+    } else if (tid >= 8 && tid < 8 + L.tail) {
+        *id = L.head + L.nslots * PER + (tid - 8);
+        valid = 1;
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+        x[i] = neg_inf();
+    if (valid)
+        x[0] = fmaxf(load_one(L.row, *id), neg_inf());
+    return valid;
+}
+
+// Re-read the whole row (L2 when it is still there): f(x, id0, valid) per
+// slot, warp-uniform, 4 slots in flight.
+template <class F>
+__device__ __forceinline__ void
+for_row(const row_layout &L, F f)
+{
+    const int tid = threadIdx.x;
+    constexpr int U = 2;
+    for (int s0 = 0; s0 < L.nsteps; s0 += U) {
+        uint4 v[U][CHUNKS];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int j = (s0 + u) * THREADS + tid;
+#pragma unroll
+            for (int h = 0; h < CHUNKS; h++)
+                v[u][h] = j < L.nslots ? __ldg(L.body + j * CHUNKS + h) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (s0 + u < L.nsteps) { // uniform
+                const int j = (s0 + u) * THREADS + tid;
+                float x[PER];
+                unpack(v[u], x);
+                const unsigned valid = j < L.nslots ? 0xffu : 0u;
+                if (!valid)
+#pragma unroll
+                    for (int i = 0; i < PER; i++)
+                        x[i] = neg_inf();
+                f(x, L.head + j * PER, valid);
+            }
+        }
+    }
+    float x[PER];
+    int id;
+    const unsigned valid = edge_slot(L, x, &id);
+    f(x, id, valid);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 2)
 kdt_draft_topk(kdt_draft_topk_params p)
 {
-    __shared__ topk_smem sm;
+    extern __shared__ __align__(16) unsigned char smem[];
+    topk_smem &sm = *reinterpret_cast<topk_smem *>(smem);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int r = blockIdx.x;
-    const unsigned char *row =
-        (const unsigned char *)p.logits + (long long)r * V * ESZ;
 
-    // Vector body: 8-logit slots from the first 16-byte boundary; the few
-    // logits before it (head) and after the last slot (tail) come last.
-    int head = (int)((16u - ((unsigned)(unsigned long long)row & 15u)) & 15u) / ESZ;
-    head = head < V ? head : V;
-    const int nslots = (V - head) / PER;
-    const int tail = V - head - nslots * PER;
-    const int nsteps = (nslots + THREADS - 1) / THREADS;
-    const uint4 *body = (const uint4 *)(row + head * ESZ);
-
-    if (tid == 0) {
-        sm.app[0] = sm.app[1] = sm.app[2] = 0;
-        sm.step_total = 0;
+    row_layout L;
+    L.row = (const unsigned char *)p.logits + (long long)r * V * ESZ;
+    {
+        int head = (int)((16u - ((unsigned)(unsigned long long)L.row & 15u)) & 15u) / ESZ;
+        L.head = head < V ? head : V;
+        L.nslots = (V - L.head) / PER;
+        L.tail = V - L.head - L.nslots * PER;
+        L.nsteps = (L.nslots + THREADS - 1) / THREADS;
+        L.body = (const uint4 *)(L.row + L.head * ESZ);
     }
-    __syncthreads();
-    row_state st = {neg_inf(), 0.0f, neg_inf(), 0ull, 0, 0};
 
+    // Loads first: slot tid (step 0) and steps 1..PREFETCH.
+    uint4 first[CHUNKS];
+#pragma unroll
+    for (int h = 0; h < CHUNKS; h++)
+        first[h] = tid < L.nslots ? __ldg(L.body + tid * CHUNKS + h) : make_uint4(0, 0, 0, 0);
     uint4 ring[PREFETCH][CHUNKS];
 #pragma unroll
     for (int q = 0; q < PREFETCH; q++) {
-        const int j = q * THREADS + tid;
+        const int j = (1 + q) * THREADS + tid;
 #pragma unroll
         for (int h = 0; h < CHUNKS; h++)
-            ring[q][h] = j < nslots ? __ldg(body + j * CHUNKS + h) : make_uint4(0, 0, 0, 0);
+            ring[q][h] = j < L.nslots ? __ldg(L.body + j * CHUNKS + h) : make_uint4(0, 0, 0, 0);
     }
-    for (int s0 = 0; s0 < nsteps; s0 += PREFETCH) {
+    for (int i = tid; i < NBINS; i += THREADS)
+        sm.hist[i] = 0;
+    if (tid == 0) {
+        sm.cnt = 0;
+        sm.lb = 0;
+        sm.maxd = digit(neg_inf()); // the lowest digit a logit can have
+        sm.kept = 0;
+    }
+    __syncthreads();
+    row_state st = {neg_inf(), 0.0f};
+
+    // Step 0 seeds lb: count its 4096 logits, find lb, then append those
+    // at or above it.
+    {
+        float x[PER];
+        unpack(first, x);
+        const unsigned valid = tid < L.nslots ? 0xffu : 0u;
+        if (!valid)
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                x[i] = neg_inf();
+        const float lm = fold(sm, st, x);
+        if (valid)
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                atomicAdd(&sm.hist[digit(x[i])], 1u);
+        __syncthreads();
+        if (warp == 0)
+            raise_lb(sm);
+        __syncthreads();
+        keep<false>(sm, x, L.head + tid * PER, valid, lm, sm.lb);
+    }
+
+    // The rest of the row: no barrier.
+    for (int s0 = 1; s0 < L.nsteps; s0 += PREFETCH) {
 #pragma unroll
         for (int q = 0; q < PREFETCH; q++) {
             const int s = s0 + q;
-            if (s < nsteps) { // uniform
+            if (s < L.nsteps) { // uniform
                 const int j = s * THREADS + tid;
                 float x[PER];
                 unpack(ring[q], x);
                 const int jn = j + PREFETCH * THREADS;
 #pragma unroll
                 for (int h = 0; h < CHUNKS; h++)
-                    if (jn < nslots)
-                        ring[q][h] = __ldg(body + jn * CHUNKS + h);
-                process(sm, st, x, head + j * PER, j < nslots ? 0xffu : 0u);
+                    if (jn < L.nslots)
+                        ring[q][h] = __ldg(L.body + jn * CHUNKS + h);
+                const unsigned valid = j < L.nslots ? 0xffu : 0u;
+                if (!valid)
+#pragma unroll
+                    for (int i = 0; i < PER; i++)
+                        x[i] = neg_inf();
+                const float lm = fold(sm, st, x);
+                keep<true>(sm, x, L.head + j * PER, valid, lm, vload(&sm.lb));
+                if ((s + warp) % RESCAN == 0)
+                    raise_lb(sm);
             }
         }
     }
-    { // head and tail: at most 7 + 7 single logits
+    {
         float x[PER];
-        int id = 0;
-        unsigned valid = 0;
-        if (tid < head) {
-            id = tid;
-            valid = 1;
-        } else if (tid >= 8 && tid < 8 + tail) {
-            id = head + nslots * PER + (tid - 8);
-            valid = 1;
-        }
-#pragma unroll
-        for (int i = 0; i < PER; i++)
-            x[i] = neg_inf();
-        if (valid)
-            x[0] = fmaxf(load_one(row, id), neg_inf());
-        process(sm, st, x, id, valid);
+        int id;
+        const unsigned valid = edge_slot(L, x, &id);
+        const float lm = fold(sm, st, x);
+        keep<true>(sm, x, id, valid, lm, vload(&sm.lb));
     }
-
-    if (st.cnt > K)
-        select_top(sm, st.cnt);
 
     // logsumexp of the row: combine the threads' (max, sum).
     const float L2E = 1.4426950408889634f;
-    float m = st.run_m, s = st.run_s;
+    {
+        float m = st.run_m, s = st.run_s;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        const float mm = fmaxf(m, m2);
-        s = (m == neg_inf() ? 0.0f : s * ex2((m - mm) * L2E)) +
-            (m2 == neg_inf() ? 0.0f : s2 * ex2((m2 - mm) * L2E));
-        m = mm;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+            const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+            const float mm = fmaxf(m, m2);
+            s = (m == neg_inf() ? 0.0f : s * ex2((m - mm) * L2E)) +
+                (m2 == neg_inf() ? 0.0f : s2 * ex2((m2 - mm) * L2E));
+            m = mm;
+        }
+        if (lane == 0) {
+            sm.red_m[warp] = m;
+            sm.red_s[warp] = s;
+        }
     }
-    if (lane == 0) {
-        sm.red_m[warp] = m;
-        sm.red_s[warp] = s;
+    __syncthreads();
+
+    // The threshold digit tb: exact, since every logit of digit >= lb
+    // (and tb >= lb) was counted.
+    if (warp == 0) {
+        unsigned above = 0, at = 0;
+        int b = find_bin(sm.hist, sm.maxd, sm.lb, K, &above, &at);
+        if (lane == 0) {
+            sm.sel[0] = b;
+            sm.sel[1] = (int)above;
+            sm.sel[2] = (int)at;
+        }
     }
-    // Sort the K survivors, descending, padded with 0 (below every key).
-    for (int i = K + tid; i < KP; i += THREADS)
+    __syncthreads();
+    int n; // candidates in buf[0..n), the K largest among them
+#ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
+    if (tid == 0)
+        printf("row %d: cnt %d lb %d maxd %d tb %d A %d E %d\n", r, sm.cnt, sm.lb, sm.maxd, sm.sel[0], sm.sel[1], sm.sel[2]);
+#endif
+    if (sm.cnt <= CAP) {
+        // Keep the buffered keys of digit >= tb: A + E of them.
+        const int tb = sm.sel[0], cnt = sm.cnt;
+        n = sm.sel[1] + sm.sel[2];
+        u64 v[PT];
+#pragma unroll
+        for (int e = 0; e < PT; e++) {
+            const int i = tid + THREADS * e;
+            v[e] = i < cnt ? sm.buf[i] : 0ull;
+        }
+        __syncthreads();
+        int c = 0;
+#pragma unroll
+        for (int e = 0; e < PT; e++)
+            c += tid + THREADS * e < cnt && (int)(v[e] >> DSHIFT) >= tb;
+        int at = warp_append(c, &sm.kept);
+#pragma unroll
+        for (int e = 0; e < PT; e++)
+            if (tid + THREADS * e < cnt && (int)(v[e] >> DSHIFT) >= tb)
+                sm.buf[at++] = v[e];
+    } else {
+        // Overflow: narrow the threshold over the row (12 bits of c per
+        // pass) until at most CAP keys reach it, then collect them.
+        int bits = DBITS;                 // resolved top bits of c
+        u64 prefix = (u64)sm.sel[0];      // their value
+        int need = K - sm.sel[1];         // still needed among the prefix
+        n = K - need + sm.sel[2];         // keys with top bits >= prefix
+        while (n > CAP) {
+            const int d = W - bits < DBITS ? W - bits : DBITS;
+            const int hi = W - bits, lo = hi - d;
+            __syncthreads(); // hist and sel are rewritten
+            for (int i = tid; i < NBINS; i += THREADS)
+                sm.hist[i] = 0;
+            __syncthreads();
+            for_row(L, [&](const float *x, int id0, unsigned valid) {
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if ((valid >> i) & 1u) {
+                        const u64 c = ckey(x[i], id0 + i);
+                        if ((c >> hi) == prefix)
+                            atomicAdd(&sm.hist[(int)(c >> lo) & ((1 << d) - 1)], 1u);
+                    }
+            });
+            __syncthreads();
+            if (warp == 0) {
+                unsigned above = 0, at = 0;
+                int b = find_bin(sm.hist, (1 << d) - 1, 0, (unsigned)need, &above, &at);
+                if (lane == 0) {
+                    sm.sel[0] = b;
+                    sm.sel[1] = (int)above;
+                    sm.sel[2] = (int)at;
+                }
+            }
+            __syncthreads();
+            prefix = (prefix << d) | (u64)sm.sel[0];
+            bits += d;
+            need -= sm.sel[1];
+            n = K - need + sm.sel[2];
+        }
+        const u64 thr = prefix << (W - bits);
+        for_row(L, [&](const float *x, int id0, unsigned valid) {
+            unsigned m = 0;
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                if (((valid >> i) & 1u) && ckey(x[i], id0 + i) >= thr)
+                    m |= 1u << i;
+            if (__any_sync(0xffffffffu, m != 0u)) {
+                int at = warp_append(__popc(m), &sm.kept);
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if ((m >> i) & 1u)
+                        sm.buf[at++] = ckey(x[i], id0 + i);
+            }
+        });
+    }
+
+    // Sort the n candidates, descending, padded with 0 (below every key:
+    // the smallest real one, -inf at id V-1, is 0x007f... << IB).
+    int P = 1;
+    while (P < n)
+        P <<= 1;
+    __syncthreads();
+    for (int i = n + tid; i < P; i += THREADS)
         sm.buf[i] = 0ull;
     __syncthreads();
-    for (int k = 2; k <= KP; k <<= 1) {
+    for (int k = 2; k <= P; k <<= 1) {
         for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int i = tid; i < KP / 2; i += THREADS) {
+            for (int i = tid; i < P / 2; i += THREADS) {
                 const int lo = 2 * j * (i / j) + (i % j), hi = lo + j;
                 const u64 a = sm.buf[lo], b = sm.buf[hi];
                 const bool desc = (lo & k) == 0;
@@ -460,8 +633,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
     const float log_s = logf(S);
     for (int k = tid; k < K; k += THREADS) {
         const u64 key = sm.buf[k];
-        const float x = key_val((unsigned)(key >> 32));
-        p.ids[(long long)r * K + k] = V - 1 - (int)(unsigned)(key & 0xffffffffu);
+        const float x = key_logit(key);
+        p.ids[(long long)r * K + k] = key_id(key);
         p.lp[(long long)r * K + k] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
     }
 }

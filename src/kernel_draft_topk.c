@@ -15,6 +15,10 @@
 
 /* Threads per block (one block per row): THREADS in draft_topk.cu. */
 #define DT_THREADS 512
+/* Dynamic shared memory per block: SMEM_BYTES in draft_topk.cu (its
+ * candidate buffer, 4096 keys, and its 4096-bin digit histogram); two
+ * blocks fit an SM. */
+#define DT_SMEM 49408
 
 static int
 dt_check(const int64_t *vals)
@@ -78,12 +82,17 @@ kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
         if (st)
             return st;
     }
+    if (m->max_dynamic_smem < DT_SMEM)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "%s: needs %d bytes of shared memory per block; this "
+                        "device allows %d",
+                        fn, DT_SMEM, m->max_dynamic_smem);
     kdt_draft_topk_params p = {
         .logits = (const void *)(uintptr_t)logits,
         .lp = (float *)(uintptr_t)lp,
         .ids = (int32_t *)(uintptr_t)ids,
         .n_rows = n_rows,
     };
-    return kdt_launch(rt, m->fn[0], (unsigned)n_rows, 1, 1, DT_THREADS, 0,
-                      stream, &p);
+    return kdt_launch(rt, m->fn[0], (unsigned)n_rows, 1, 1, DT_THREADS,
+                      DT_SMEM, stream, &p);
 }

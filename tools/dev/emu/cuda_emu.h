@@ -24,7 +24,7 @@ extern unsigned emu_dyn_size;
 #define __host__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __align__(x) __attribute__((aligned(x)))
 #define __shared__ static
 
@@ -62,3 +62,4 @@ static inline unsigned __ballot_sync(unsigned, int p) {
     __syncwarp(); return m; }
 static inline int __any_sync(unsigned mk, int p) { return __ballot_sync(mk, p) != 0; }
 template <class T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+template <class T> static inline T atomicMax(T *p, T v) { T o = __atomic_load_n(p, __ATOMIC_SEQ_CST); while (o < v && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {} return o; }

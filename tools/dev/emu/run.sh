@@ -21,7 +21,8 @@ build() { # test.cc out -D...
         "$tmp/$src" "$tmp/emu_rt.cc" "$tmp/ref.o" -lpthread -o "$tmp/$out"
 }
 fail=0
-for s in "1000 8 1" "1000 300 0" "20000 64 1" "4097 1024 0" "8193 1 1" "7 7 1"; do
+for s in "1000 8 1" "1000 300 0" "20000 64 1" "4097 1024 0" "8193 1 1" "7 7 1" \
+    "30001 1024 1" "1 1 0" "129 128 1"; do
     set -- $s
     build t_topk.cc t -DKDT_V=$1 -DKDT_K=$2 -DKDT_DTYPE=$3 && "$tmp/t" || fail=1
 done

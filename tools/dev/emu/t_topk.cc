@@ -20,8 +20,14 @@ static float logit(int kind, int j) {
     }
 }
 int main() {
-    int rows = 8, bad = 0;
-    for (int offset = 0; offset < 3; offset++) {
+#ifndef ROWS
+#define ROWS 8
+#endif
+#ifndef OFFSETS
+#define OFFSETS 3
+#endif
+    int rows = ROWS, bad = 0;
+    for (int offset = 0; offset < OFFSETS; offset++) {
         size_t n = (size_t)rows * V, esz = DTYPE ? 2 : 4;
         unsigned char *buf = (unsigned char *)aligned_alloc(16, esz * (n + 8) + 16);
         void *lg = buf + esz * offset;
@@ -36,7 +42,7 @@ int main() {
         std::vector<float> glp(rows * K), clp(rows * K);
         std::vector<int> gid(rows * K, -7), cid(rows * K);
         kdt_draft_topk_params p = {lg, glp.data(), gid.data(), rows, 0};
-        emu_launch(kdt_draft_topk, p, rows, THREADS, 0);
+        emu_launch(kdt_draft_topk, p, rows, THREADS, SMEM_BYTES);
         ref_draft_topk(clp.data(), cid.data(), lg, DTYPE, rows, V, K);
         for (int r = 0; r < rows; r++) for (int k = 0; k < K; k++) {
             int i = r * K + k; float w = clp[i], g = glp[i];
