@@ -223,9 +223,11 @@ find_bin(const unsigned *hist, int top, int lo, unsigned need,
 __device__ __forceinline__ void
 raise_lb(topk_smem &sm)
 {
-    const int lo = vload(&sm.lb);
+    // One read for the whole warp: find_bin's trip count must be uniform.
+    const int lo = __shfl_sync(0xffffffffu, vload(&sm.lb), 0);
+    const int top = __shfl_sync(0xffffffffu, vload(&sm.maxd), 0);
     unsigned above, at;
-    const int b = find_bin(sm.hist, vload(&sm.maxd), lo, K, &above, &at);
+    const int b = find_bin(sm.hist, top, lo, K, &above, &at);
     if ((threadIdx.x & 31) == 0 && b > lo)
         atomicMax(&sm.lb, b);
 }
