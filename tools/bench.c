@@ -82,7 +82,7 @@ typedef struct base_row {
 
 typedef struct case_row {
     char name[32];
-    char outcome[600]; /* "ok", "not built", or the failure */
+    char outcome[600]; /* "ok", or the failure */
 } case_row;
 
 struct bench_ctx {
@@ -632,38 +632,6 @@ bench_overhead_row(bench_ctx *b, const char *kernel, const char *config,
 
 /* ---- cases ------------------------------------------------------------ */
 
-/* Stand-ins for the case files that are not in this build: each file's
- * own definition replaces these at link time. */
-__attribute__((weak)) int
-bench_draft_topk(bench_ctx *b)
-{
-    return BENCH_NOT_BUILT;
-}
-
-__attribute__((weak)) int
-bench_build_ddtree(bench_ctx *b)
-{
-    return BENCH_NOT_BUILT;
-}
-
-__attribute__((weak)) int
-bench_verify_attn(bench_ctx *b)
-{
-    return BENCH_NOT_BUILT;
-}
-
-__attribute__((weak)) int
-bench_tree_accept(bench_ctx *b)
-{
-    return BENCH_NOT_BUILT;
-}
-
-__attribute__((weak)) int
-bench_tree_accept_overhead(bench_ctx *b)
-{
-    return BENCH_NOT_BUILT;
-}
-
 int
 bench_run_case(bench_ctx *b, const char *name, int (*fn)(bench_ctx *b))
 {
@@ -683,9 +651,6 @@ bench_run_case(bench_ctx *b, const char *name, int (*fn)(bench_ctx *b))
         snprintf(c->name, sizeof c->name, "%s", name);
         if (st == 0)
             snprintf(c->outcome, sizeof c->outcome, "ok");
-        else if (st == BENCH_NOT_BUILT)
-            snprintf(c->outcome, sizeof c->outcome,
-                     "not built (no bench file in this build)");
         else if (b->abort_msg[0])
             snprintf(c->outcome, sizeof c->outcome, "failed: %s",
                      b->abort_msg);
@@ -693,10 +658,10 @@ bench_run_case(bench_ctx *b, const char *name, int (*fn)(bench_ctx *b))
             snprintf(c->outcome, sizeof c->outcome, "failed: %s: %s",
                      kdtree_status_name(st), kdtree_last_error());
     }
-    if (st && st != BENCH_NOT_BUILT && c)
+    if (st && c)
         fprintf(stderr, "kdtree-bench: case %s %s\n", name, c->outcome);
     b->abort_msg[0] = 0;
-    return st == BENCH_NOT_BUILT ? 0 : st;
+    return st;
 }
 
 /* ---- the load path ---------------------------------------------------- */

@@ -10,10 +10,6 @@
 
 #include "bench.h"
 
-/* A bench case returns this when its file is not part of this build (the
- * weak stand-ins in bench.c). */
-#define BENCH_NOT_BUILT 1
-
 /* A context; quick = 1 for --quick.  Never NULL (aborts on no memory). */
 bench_ctx *bench_create(int quick);
 void bench_destroy(bench_ctx *b);
