@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <check.h>
+
 #include "kdtree.h"
 
 /* The runtime of device 0, created once; exits 77 (skip) when there is no
@@ -30,5 +32,9 @@ void gpu_free(uint64_t dev);
 void gpu_sync(void);
 /* A fresh non-default stream, for the tests that pass one. */
 void *gpu_stream(void);
+
+/* Runs a GPU suite in this process (CK_NOFORK: CUDA is not fork-safe) and
+ * frees it; returns main()'s exit status (0 when every case passed). */
+int gpu_run_suite(Suite *s);
 
 #endif /* KDT_TESTS_GPU_H */

@@ -244,10 +244,5 @@ main(void)
     tcase_add_test(tc, random_shapes);
     tcase_add_test(tc, bad_arguments_never_launch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return gpu_run_suite(s);
 }

@@ -250,10 +250,5 @@ main(void)
     tcase_add_test(t, contexts_and_streams);
     tcase_add_test(t, threads);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gpu_run_suite(s);
 }
