@@ -50,7 +50,6 @@ constexpr int L = KDT_L;          // draft depths
 constexpr int K = KDT_K;          // candidates per depth
 constexpr int N_MAX = KDT_N_MAX;  // rows per tree, root included
 constexpr int W = (N_MAX + 31) / 32;   // mask words per row
-constexpr int THREADS = 256;
 constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 
 // The threshold path is used for budgets above this.  The loop costs
@@ -59,6 +58,7 @@ constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 // a few levels at ~0.5 us each, a sort of a few hundred keys, the
 // well-formedness check): even at B = 16.
 constexpr int LOOP_MAX_B = 16;
+constexpr int LOAD_BATCH = 8;
 
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
 // the same size; the kernel traps if it gets less):
@@ -105,6 +105,19 @@ constexpr int CAP =
     : CAP_LIM >= 64u ? 64 : CAP_LIM >= 32u ? 32 : 0;
 // The search wants a window [B, CAP] at least twice as wide as B.
 constexpr bool FAST = CAP >= 2 * N_MAX && N_MAX - 1 > LOOP_MAX_B;
+// Threads per block: 1024 for large trees that can take the threshold
+// path (FAST and N_MAX > 256), 256 otherwise.
+// A large tree's block runs alone on its SM and is latency-bound (few
+// warps, dependent shared-memory round trips between barriers), so
+// four times the threads cut every parallel phase -- the log-prob load,
+// the well-formedness check, the enumeration, the sort of up to CAP keys,
+// the rows -- to about a quarter of its serial steps; __launch_bounds__
+// then caps registers at 64.  Small trees keep 256 (the short phases
+// gain nothing from more warps to synchronise), and so do shapes that
+// always run the loop (one warp's work; 64 registers would spill its
+// slot keys at N_MAX = 1025).
+// src/kernel_build_ddtree.c launches the same count.
+constexpr int THREADS = FAST && N_MAX > 256 ? 1024 : 256;
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
 constexpr unsigned SMEM_BYTES =
     OFF_REGION + (FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES);
@@ -414,10 +427,14 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
 }
 
 // Element x's rank path before element y's (x != y); a prefix first.
+// Each level's elements lie in rank-path order (enumerate), so once the
+// deeper one is lifted to the other's depth their indices decide, unless
+// one is the other's ancestor.
 __device__ __forceinline__ bool
 elem_less(const elems e, int x, int y)
 {
-    int ax = x, ay = y, dx = e.dep[x], dy = e.dep[y];
+    const int dx0 = e.dep[x], dy0 = e.dep[y];
+    int ax = x, ay = y, dx = dx0, dy = dy0;
     while (dx > dy) {
         ax = e.par[ax];
         dx--;
@@ -426,13 +443,7 @@ elem_less(const elems e, int x, int y)
         ay = e.par[ay];
         dy--;
     }
-    if (ax == ay)
-        return e.dep[x] < e.dep[y];
-    while (e.par[ax] != e.par[ay]) {
-        ax = e.par[ax];
-        ay = e.par[ay];
-    }
-    return e.rank[ax] < e.rank[ay];
+    return ax == ay ? dx0 < dy0 : ax < ay;
 }
 
 // The threshold path (see the top of the file).  Block-wide; true when it
@@ -679,9 +690,12 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
     const tree_smem t = {parent, rank, depth, slot_dk};
     if (warp == 0) {
         // The loop.  Every lane computes every step's values (they are
-        // uniform) and writes them itself, so a lane only ever reads what
-        // it wrote; the one __syncwarp orders a step's reads before its
-        // writes.  Only the key registers differ between lanes.
+        // uniform); lane 0 alone writes them to the shared arrays, between
+        // two __syncwarp: the first orders the step's reads (every lane's,
+        // cand_less included) before the writes, the second the writes
+        // before the next reads.  (All lanes writing the same values would
+        // work on the hardware but is a race to compute-sanitizer.)  Only
+        // the key registers differ between lanes.
         unsigned key[SLOTS_PER_LANE];
 #pragma unroll
         for (int j = 0; j < SLOTS_PER_LANE; j++)
@@ -690,15 +704,16 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
         int bslot = -1;
         if (B > 0) { // slot 0: the candidate (1, 0, root)
             const float sc = canon(0.0f + lps[0]);
-            slot_dk[0] = 1 << 16;
-            slot_score[0] = sc;
-            slot_next_lp[0] = K > 1 ? lps[1] : 0.0f;
-            slot_child_lp[0] = L > 1 ? lps[K] : 0.0f;
             if (lane == 0) {
+                slot_dk[0] = 1 << 16;
+                slot_score[0] = sc;
+                slot_next_lp[0] = K > 1 ? lps[1] : 0.0f;
+                slot_child_lp[0] = L > 1 ? lps[K] : 0.0f;
                 key[0] = bkey = score_key(sc);
                 bslot = 0;
             }
         }
+        __syncwarp();
         int nb = 0;
         while (nb < B) {
             const unsigned m = warp_max(bkey);
@@ -734,22 +749,25 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
                 kn = score_key(n_sc);
             }
             __syncwarp();
-            parent[n] = (short)s;
-            rank[n] = (short)k;
-            depth[n] = (short)d;
-            node_score[n] = sc;
-            if (lc >= 0)
-                next_sibling[lc] = (short)n;
-            else
-                first_child[s] = (short)n;
-            last_child[s] = (short)n;
-            slot_dk[s] = dk + 1;
-            slot_score[s] = s_sc;
-            slot_next_lp[s] = k + 2 < K ? lps[(d - 1) * K + k + 2] : 0.0f;
-            slot_dk[n] = (d + 1) << 16;
-            slot_score[n] = n_sc;
-            slot_next_lp[n] = (d < L && K > 1) ? lps[d * K + 1] : 0.0f;
-            slot_child_lp[n] = d + 1 < L ? lps[(d + 1) * K] : 0.0f;
+            if (lane == 0) {
+                parent[n] = (short)s;
+                rank[n] = (short)k;
+                depth[n] = (short)d;
+                node_score[n] = sc;
+                if (lc >= 0)
+                    next_sibling[lc] = (short)n;
+                else
+                    first_child[s] = (short)n;
+                last_child[s] = (short)n;
+                slot_dk[s] = dk + 1;
+                slot_score[s] = s_sc;
+                slot_next_lp[s] = k + 2 < K ? lps[(d - 1) * K + k + 2] : 0.0f;
+                slot_dk[n] = (d + 1) << 16;
+                slot_score[n] = n_sc;
+                slot_next_lp[n] = (d < L && K > 1) ? lps[d * K + 1] : 0.0f;
+                slot_child_lp[n] = d + 1 < L ? lps[(d + 1) * K] : 0.0f;
+            }
+            __syncwarp();
 
             const bool own_s = lane == (s & 31), own_n = lane == (n & 31);
             // Bit masks rather than j == s / 32: the compiler turns the
@@ -815,9 +833,25 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     const int root = p.root_token[r];
     const int past = p.past_len ? p.past_len[r] : 0;
 
+    // The log-probs, LOAD_BATCH independent global loads in flight per
+    // thread before any store (one by one, each would wait for the last:
+    // the compiler cannot move a load of lp past a store to shared memory
+    // through a generic pointer).
     const float *lp_g = p.lp + (long long)r * L * K;
-    for (int i = tid; i < L * K; i += THREADS)
-        lps[i] = canon(lp_g[i]);
+    for (int i0 = tid; i0 < L * K; i0 += LOAD_BATCH * THREADS) {
+        float v[LOAD_BATCH];
+#pragma unroll
+        for (int u = 0; u < LOAD_BATCH; u++) {
+            const int i = i0 + u * THREADS;
+            v[u] = i < L * K ? lp_g[i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < LOAD_BATCH; u++) {
+            const int i = i0 + u * THREADS;
+            if (i < L * K)
+                lps[i] = canon(v[u]);
+        }
+    }
     if (tid == 0)
         s_bad = 0;
     __syncthreads();

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <vector>
+#include <algorithm>
 
 struct dim3e { unsigned x, y, z; };
 extern thread_local dim3e threadIdx;
@@ -39,7 +40,8 @@ static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 static inline void __trap() { fprintf(stderr, "__trap\n"); abort(); }
-static inline void __syncthreads() { pthread_barrier_wait(&emu_block_bar); }
+extern long emu_bars; // block barriers thread 0 passed (statistics)
+static inline void __syncthreads() { if (threadIdx.x == 0) emu_bars++; pthread_barrier_wait(&emu_block_bar); }
 static inline int emu_warp() { return threadIdx.x >> 5; }
 static inline int emu_lane() { return threadIdx.x & 31; }
 static inline void __syncwarp(unsigned m = 0xffffffffu) { pthread_barrier_wait(&emu_warp_bar[emu_warp()]); }
