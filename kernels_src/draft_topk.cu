@@ -2,7 +2,13 @@
 // (descending, ties to the lower token id, NaN as -inf) and their
 // log-probabilities logit - logsumexp(row).
 //
-// One block of 512 threads per row; no barrier while the row streams in.
+// Blocks of 512 threads; a row is split over a thread-block cluster of S
+// blocks (S = 1, 2, 4 or 8, chosen by the host at launch: enough blocks to
+// fill the GPU when there are few rows, one block per row when there are
+// many).  Block `rank` of the cluster takes the rank-th chunk of the row,
+// finds the chunk's K largest (sorted) and its (max, sum of exp(x - max)),
+// and the blocks merge through distributed shared memory (below).  No
+// workspace, one launch.
 //
 // Keys.  A logit x (NaN -> -inf, -0 -> +0) has the order-preserving key
 // vkey(x) (32 bits; a bf16 logit only uses the top 16).  Its candidate key
@@ -11,41 +17,53 @@
 // top 12 of vkey: sign, exponent, 3 mantissa bits) are its "digit".
 //
 // Pass 1 (the only DRAM read).  Each thread streams its 8-logit slots
-// (16-byte loads, PREFETCH slots in flight), folds them into its running
-// (max, sum of exp(x - max)) and keeps every logit whose digit is at least
-// the block's lower bound `lb`: it is counted in a shared 4096-bin digit
-// histogram and its key appended to a shared buffer (warp-aggregated
-// atomics).  lb is raised as the histogram fills: now and then a warp
-// scans the histogram down from the top digit and sets lb to the highest
-// bin b with at least K counted logits at digits >= b.  That is always a
-// valid lower bound for the K-th largest digit (counts only grow; a stale
-// read only undercounts), and every logit of digit >= the final lb has
-// been counted and appended, because lb never exceeded the final value.
-// The first slot of every thread (4096 logits) seeds lb behind a barrier,
-// so the buffer does not fill with the first step.  On drafter-like rows
-// lb settles within a few steps and only ~K*(1 + ln(steps)) + one bin of
-// logits are kept: the per-slot work is the max, the exp sum and one
-// integer compare (measured before: the old design spent ~1.5 us per step
-// on barriers and buffer selection; this one has none per step).
+// (16-byte loads, PREFETCH slots in flight).  The common slot costs about
+// five instructions a logit: the slot's maximum (packed bf16x2 max, NaN
+// propagating), two compares, and per logit the exp-sum (unpack, FFMA,
+// MUFU.EX2, FADD) against the thread's running maximum.  Two rare paths:
+//  - the slot's maximum is not below the running maximum, or is NaN: the
+//    slot is sanitised (NaN -> -inf) and folded with a rescale;
+//  - the slot's maximum reaches the block's threshold `thr` (the smallest
+//    logit of digit `lb`): its logits of digit >= lb are counted in a
+//    shared 4096-bin digit histogram and their keys appended to a shared
+//    buffer (warp-aggregated atomics).
+// lb is raised as the histogram fills: now and then a warp scans the
+// histogram down from the top digit and sets lb to the highest bin b with
+// at least KC counted logits at digits >= b (KC = min(K, chunk length)).
+// That is always a valid lower bound for the KC-th largest digit (counts
+// only grow; a stale read only undercounts), and every logit of digit >=
+// the final lb has been counted and appended, because lb never exceeded the
+// final value.  The first slot of every thread seeds lb: the KC-th largest
+// slot maximum is at most the KC-th largest logit, so a histogram of the
+// 512 slot maxima gives a valid lb before anything is appended.
 //
 // Then: the exact histogram at digits >= lb gives the threshold digit tb
-// (A logits above it, E in it, A < K <= A + E).  If the buffer did not
+// (A logits above it, E in it, A < KC <= A + E).  If the buffer did not
 // overflow, its keys of digit >= tb (A + E of them) are the candidates.
-// Otherwise (ties or flat rows) the row is read again (L2): while A + E
+// Otherwise (ties or flat rows) the chunk is read again (L2): while A + E
 // exceeds the buffer, a histogram pass narrows the threshold by the next
 // 12 bits of c (value bits, then id bits), and a last pass collects the
-// keys >= the threshold.  Finally the <= CAP candidates are sorted
-// (bitonic, descending) and the first K are written.
+// keys >= the threshold.  The <= CAP candidates are sorted (bitonic,
+// descending): the first KC are the chunk's top.
 //
-// Predicted cost of one row (H200): pass 1 is bound by the exp (MUFU,
-// 16/clk/SM: 163840 logits -> ~10k cycles) and about as much by issue
-// (~70 instructions per 8-logit slot: ~11k cycles, ~5.7 us); the DRAM
-// read of 328 KB with 48 KB in flight (~4 us) overlaps it; the tail
-// (scan, compaction, bitonic sort of ~K+150 keys) ~1-2 us.  So R = 1 (15
-// rows, one per SM) ~8 us; R = 64 (960 rows, 2 blocks per SM, ~41 us of
-// SM time per SM) is bound by the logits read (315 MB): ~85-100 us.
-// K = 1024 usually overflows the buffer (~7k keys pass lb) and pays one
-// more read of the row (from L2 at small R) and a 2048-key sort.
+// Merge (S > 1).  Each block publishes its top (K keys, zero-padded; 0 is
+// below every real key) and its (max, sum) in its shared memory; after a
+// cluster barrier every block copies the S lists into its own buffer
+// (S * K <= CAP, the host's rule) and ranks its own keys: the global rank
+// of key c is its index in its list plus, for every other list, the number
+// of keys above c (binary search; keys are unique).  Keys of rank < K are
+// written by the block that owns them, so every output is written once.
+// Every block computes the row's logsumexp from the same S pairs in the
+// same order, so all write the same value.  A second cluster barrier keeps
+// every block's shared memory alive until the others have read it.
+//
+// Predicted cost (H200): the slot path is ~45 instructions per 8 logits,
+// bound by issue (and MUFU: 16 exp/clk/SM): 163840 logits ~6-7k cycles of
+// one SM.  R = 1 (15 rows, S = 8: 120 blocks) ~3-4 us of streaming plus
+// the selection and merge; R = 64 (960 rows, S = 1) is bound by the
+// logits read (315 MB): ~75-90 us.  K = 1024 usually overflows the buffer
+// (~7k keys pass lb) and pays one more read of the chunk (from L2) and a
+// 2048-key sort.
 #include "kdt_params.h"
 
 #ifndef KDT_V
@@ -74,6 +92,7 @@ constexpr int NBINS = 1 << DBITS;
 constexpr int CAP = 4096;                     // candidate buffer (power of 2)
 constexpr int PT = CAP / THREADS;             // buffer entries per thread
 constexpr int RESCAN = 4;                     // a warp raises lb every 4th step
+constexpr int MAX_SPLIT = 8;                  // blocks per row (cluster size)
 
 __host__ __device__ constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
 constexpr int VB = DTYPE ? 16 : 32;           // value bits of a key
@@ -88,18 +107,30 @@ static_assert(K <= CAP && W <= 64, "candidate buffer and key width");
 typedef unsigned long long u64;
 
 struct topk_smem {
-    u64 buf[CAP];          // candidate keys
-    unsigned hist[NBINS];  // digit histogram
+    u64 buf[CAP];          // candidate keys; at the merge, every block's top
+    unsigned hist[NBINS];  // digit histogram; after selection, this block's
+                           // top K keys (u64, K <= 1024: 8 KB of its 16)
     int cnt;               // appends to buf (may exceed CAP: overflow)
-    int lb;                // lower bound on the K-th largest digit
+    int lb;                // lower bound on the KC-th largest digit
+    float thr;             // a logit below it has digit < lb (see thr_of)
     int maxd;              // >= every counted digit
     int kept;              // compaction counter
     int sel[4];            // threshold search result: bin, above, at
     float red_m[WARPS], red_s[WARPS];
+    float part_m, part_s;  // this block's chunk: max, sum of exp(x - max)
 };
 // kernel_draft_topk.c launches with this much dynamic shared memory.
 constexpr int SMEM_BYTES = 49408;
 static_assert(sizeof(topk_smem) <= SMEM_BYTES, "DT_SMEM in kernel_draft_topk.c");
+static_assert(K * 8 <= NBINS * 4, "the top K keys fit in the histogram");
+static_assert(CAP >= 4 * 1024 && MAX_SPLIT * 64 <= CAP,
+              "the host keeps S * K <= CAP");
+
+__device__ __forceinline__ int
+imin(int a, int b)
+{
+    return a < b ? a : b;
+}
 
 __device__ __forceinline__ float
 neg_inf()
@@ -115,6 +146,81 @@ ex2(float x)
     return y;
 }
 
+// max of two pairs of bf16 (packed), NaN if either is NaN.
+__device__ __forceinline__ unsigned
+max2_nan(unsigned a, unsigned b)
+{
+    unsigned d;
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+__device__ __forceinline__ float
+max_nan(float a, float b)
+{
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+
+// Thread-block cluster (sm_90+): this block's rank and the cluster size
+// (1 and 0 when launched without a cluster).
+__device__ __forceinline__ unsigned
+cluster_size()
+{
+    unsigned r;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ unsigned
+cluster_rank()
+{
+    unsigned r;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Every thread of every block of the cluster must call both.
+__device__ __forceinline__ void
+cluster_arrive()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void
+cluster_wait()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The shared-memory address `p` of this block, in block `rank`.
+__device__ __forceinline__ unsigned
+cluster_map(const void *p, unsigned rank)
+{
+    unsigned a, d;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+        : "=r"(a) : "l"(p));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(rank));
+    return d;
+}
+
+__device__ __forceinline__ u64
+cluster_load_u64(unsigned addr)
+{
+    u64 v;
+    asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ float
+cluster_load_f32(unsigned addr)
+{
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+
 // Order-preserving key of a NaN-free logit; x + 0.0f turns -0 into +0
 // (the two are one logit: ties go by id).
 __device__ __forceinline__ unsigned
@@ -128,6 +234,19 @@ __device__ __forceinline__ int
 digit(float x)
 {
     return (int)(vkey(x) >> (32 - DBITS));
+}
+
+// The smallest logit of digit d: for NaN-free x, x >= thr_of(d) exactly
+// when digit(x) >= d (-0 compares equal to +0, as vkey makes them).
+// Digits below 7 are NaN bit patterns, which never occur: -inf is digit 7.
+__device__ __forceinline__ float
+thr_of(int d)
+{
+    if (d >= (1 << (DBITS - 1)))
+        return __uint_as_float((unsigned)(d - (1 << (DBITS - 1))) << (32 - DBITS));
+    if (d <= 7)
+        return neg_inf();
+    return __uint_as_float(~((unsigned)d << (32 - DBITS)));
 }
 
 __device__ __forceinline__ u64
@@ -161,6 +280,12 @@ __device__ __forceinline__ int
 vload(const int *p)
 {
     return *(const volatile int *)p;
+}
+
+__device__ __forceinline__ float
+vload(const float *p)
+{
+    return *(const volatile float *)p;
 }
 
 // This lane's first slot among `c` it appends to `*counter`: one atomic
@@ -219,28 +344,34 @@ find_bin(const unsigned *hist, int top, int lo, unsigned need,
     return -1;
 }
 
-// Raise lb from the histogram as counted so far (one warp).
+// Raise lb (and thr) from the histogram as counted so far (one warp).
+// thr may lag lb (a raiser that read an older lb writes it last): a lower
+// thr only lets more slots reach the exact per-logit test.
 __device__ __forceinline__ void
-raise_lb(topk_smem &sm)
+raise_lb(topk_smem &sm, int kc)
 {
     // One read for the whole warp: find_bin's trip count must be uniform.
     const int lo = __shfl_sync(0xffffffffu, vload(&sm.lb), 0);
     const int top = __shfl_sync(0xffffffffu, vload(&sm.maxd), 0);
     unsigned above, at;
-    const int b = find_bin(sm.hist, top, lo, K, &above, &at);
-    if ((threadIdx.x & 31) == 0 && b > lo)
-        atomicMax(&sm.lb, b);
+    const int b = find_bin(sm.hist, top, lo, (unsigned)kc, &above, &at);
+    if ((threadIdx.x & 31) == 0 && b > lo && atomicMax(&sm.lb, b) < b)
+        sm.thr = thr_of(b);
 }
 
 struct row_state {
     float run_m, run_s; // this thread's running max and sum of exp(x - max)
 };
 
-// The max / exp-sum part of a slot: x[] NaN-free, invalid entries -inf.
+// The rare fold: the slot holds NaN or a logit >= the running maximum.
+// x[] -> NaN-free (invalid entries are -inf already); returns its max.
 __device__ __forceinline__ float
-fold(topk_smem &sm, row_state &st, const float *x)
+fold_slow(topk_smem &sm, row_state &st, float *x)
 {
     const float L2E = 1.4426950408889634f;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+        x[i] = fmaxf(x[i], neg_inf()); // NaN -> -inf
     float lm = x[0];
 #pragma unroll
     for (int i = 1; i < PER; i++)
@@ -259,9 +390,27 @@ fold(topk_smem &sm, row_state &st, const float *x)
     return lm;
 }
 
-// Append (and, if `count`, histogram) the logits of x[] (ids id0 + i,
-// `valid` bits) whose digit is >= lb.  lm: their max.  The whole warp
-// must call it.
+// One slot of pass 1: x[] as loaded (may hold NaN; invalid entries -inf),
+// m its maximum with NaN propagated.  Folds x into the running (max, sum)
+// and returns the slot's NaN-free maximum.
+__device__ __forceinline__ float
+fold(topk_smem &sm, row_state &st, float *x, float m)
+{
+    if (!(m < st.run_m))
+        return fold_slow(sm, st, x);
+    // Common case: every logit below the running maximum (which is
+    // therefore finite or +inf, never -inf), no NaN.
+    const float L2E = 1.4426950408889634f;
+    const float mb = st.run_m * L2E;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+        st.run_s += ex2(fmaf(x[i], L2E, -mb));
+    return m;
+}
+
+// Append (and, if `count`, histogram) the logits of x[] (NaN-free; ids
+// id0 + i, `valid` bits) whose digit is >= lb.  lm: their max.  The whole
+// warp must call it.
 template <bool COUNT>
 __device__ __forceinline__ void
 keep(topk_smem &sm, const float *x, int id0, unsigned valid, float lm, int lb)
@@ -289,7 +438,9 @@ keep(topk_smem &sm, const float *x, int id0, unsigned valid, float lm, int lb)
     }
 }
 
-__device__ __forceinline__ void
+// x[] from a slot's 16-byte pieces (NaN kept: fold sanitises the rare
+// slots that hold one), and the slot's maximum with NaN propagated.
+__device__ __forceinline__ float
 unpack(const uint4 *c, float *x)
 {
     if (DTYPE) {
@@ -299,18 +450,29 @@ unpack(const uint4 *c, float *x)
             x[2 * q] = __uint_as_float(w[q] << 16);
             x[2 * q + 1] = __uint_as_float(w[q] & 0xffff0000u);
         }
-    } else {
-#pragma unroll
-        for (int h = 0; h < CHUNKS; h++) {
-            x[4 * h] = __uint_as_float(c[h].x);
-            x[4 * h + 1] = __uint_as_float(c[h].y);
-            x[4 * h + 2] = __uint_as_float(c[h].z);
-            x[4 * h + 3] = __uint_as_float(c[h].w);
-        }
+        const unsigned m2 = max2_nan(max2_nan(w[0], w[1]), max2_nan(w[2], w[3]));
+        return max_nan(__uint_as_float(m2 << 16), __uint_as_float(m2 & 0xffff0000u));
     }
 #pragma unroll
+    for (int h = 0; h < CHUNKS; h++) {
+        x[4 * h] = __uint_as_float(c[h].x);
+        x[4 * h + 1] = __uint_as_float(c[h].y);
+        x[4 * h + 2] = __uint_as_float(c[h].z);
+        x[4 * h + 3] = __uint_as_float(c[h].w);
+    }
+    float m = max_nan(max_nan(x[0], x[1]), max_nan(x[2], x[3]));
+    const float m2 = max_nan(max_nan(x[4], x[5]), max_nan(x[6], x[7]));
+    return max_nan(m, m2);
+}
+
+// x[] of a slot re-read after pass 1: NaN -> -inf.
+__device__ __forceinline__ void
+unpack_clean(const uint4 *c, float *x)
+{
+    (void)unpack(c, x);
+#pragma unroll
     for (int i = 0; i < PER; i++)
-        x[i] = fmaxf(x[i], neg_inf()); // NaN -> -inf
+        x[i] = fmaxf(x[i], neg_inf());
 }
 
 __device__ __forceinline__ float
@@ -321,39 +483,41 @@ load_one(const unsigned char *row, int j)
     return *(const float *)(row + 4 * j);
 }
 
-// Where a row's logits are: 8-logit slots from the first 16-byte boundary;
-// the few logits before it (head) and after the last slot (tail).
+// Where a chunk's logits are: 8-logit slots from the first 16-byte
+// boundary; the few logits before it (head) and after the last slot
+// (tail).  Ids are base + index in the chunk.
 struct row_layout {
     const unsigned char *row;
     const uint4 *body;
-    int head, nslots, tail, nsteps;
+    int base, n, head, nslots, tail, nsteps;
 };
 
 // The head-and-tail "slot" of thread tid (at most 7 + 7 single logits,
-// one per thread): x[0] and its id, valid 0 or 1.
+// one per thread): x[0] (NaN-free) and its id, valid 0 or 1.
 __device__ __forceinline__ unsigned
 edge_slot(const row_layout &L, float *x, int *id)
 {
     const int tid = threadIdx.x;
     unsigned valid = 0;
-    *id = 0;
+    int j = 0;
     if (tid < L.head) {
-        *id = tid;
+        j = tid;
         valid = 1;
     } else if (tid >= 8 && tid < 8 + L.tail) {
-        *id = L.head + L.nslots * PER + (tid - 8);
+        j = L.head + L.nslots * PER + (tid - 8);
         valid = 1;
     }
+    *id = L.base + j;
 #pragma unroll
     for (int i = 0; i < PER; i++)
         x[i] = neg_inf();
     if (valid)
-        x[0] = fmaxf(load_one(L.row, *id), neg_inf());
+        x[0] = fmaxf(load_one(L.row, j), neg_inf());
     return valid;
 }
 
-// Re-read the whole row (L2 when it is still there): f(x, id0, valid) per
-// slot, warp-uniform, 4 slots in flight.
+// Re-read the whole chunk (L2 when it is still there): f(x, id0, valid)
+// per slot, warp-uniform, x[] NaN-free.
 template <class F>
 __device__ __forceinline__ void
 for_row(const row_layout &L, F f)
@@ -374,13 +538,13 @@ for_row(const row_layout &L, F f)
             if (s0 + u < L.nsteps) { // uniform
                 const int j = (s0 + u) * THREADS + tid;
                 float x[PER];
-                unpack(v[u], x);
+                unpack_clean(v[u], x);
                 const unsigned valid = j < L.nslots ? 0xffu : 0u;
                 if (!valid)
 #pragma unroll
                     for (int i = 0; i < PER; i++)
                         x[i] = neg_inf();
-                f(x, L.head + j * PER, valid);
+                f(x, L.base + L.head + j * PER, valid);
             }
         }
     }
@@ -390,24 +554,48 @@ for_row(const row_layout &L, F f)
     f(x, id, valid);
 }
 
+// Keys > c in a descending list of n unique keys (zero-padded).
+__device__ __forceinline__ int
+count_above(const u64 *list, int n, u64 c)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (list[mid] > c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 2)
 kdt_draft_topk(kdt_draft_topk_params p)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     topk_smem &sm = *reinterpret_cast<topk_smem *>(smem);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int r = blockIdx.x;
+    const unsigned S = cluster_size() ? cluster_size() : 1u;
+    const unsigned rank = S > 1 ? cluster_rank() : 0u;
+    const int r = blockIdx.x / S;
 
+    // This block's chunk of row r: [c0, c0 + n), chunk starts a multiple
+    // of 8 logits apart (the host keeps every chunk non-empty).
     row_layout L;
-    L.row = (const unsigned char *)p.logits + (long long)r * V * ESZ;
     {
+        const int per = ((V + (int)S - 1) / (int)S + 7) & ~7;
+        const int c0 = imin(V, (int)rank * per);
+        L.base = c0;
+        L.n = imin(V - c0, per);
+        L.row = (const unsigned char *)p.logits + ((long long)r * V + c0) * ESZ;
         int head = (int)((16u - ((unsigned)(unsigned long long)L.row & 15u)) & 15u) / ESZ;
-        L.head = head < V ? head : V;
-        L.nslots = (V - L.head) / PER;
-        L.tail = V - L.head - L.nslots * PER;
+        L.head = head < L.n ? head : L.n;
+        L.nslots = (L.n - L.head) / PER;
+        L.tail = L.n - L.head - L.nslots * PER;
         L.nsteps = (L.nslots + THREADS - 1) / THREADS;
         L.body = (const uint4 *)(L.row + L.head * ESZ);
     }
+    const int kc = imin(K, L.n); // this chunk's top: KC keys
 
     // Loads first: slot tid (step 0) and steps 1..PREFETCH.
     uint4 first[CHUNKS];
@@ -427,35 +615,39 @@ kdt_draft_topk(kdt_draft_topk_params p)
     if (tid == 0) {
         sm.cnt = 0;
         sm.lb = 0;
+        sm.thr = neg_inf();
         sm.maxd = digit(neg_inf()); // the lowest digit a logit can have
         sm.kept = 0;
     }
     __syncthreads();
     row_state st = {neg_inf(), 0.0f};
 
-    // Step 0 seeds lb: count its 4096 logits, find lb, then append those
-    // at or above it.
+    // Step 0 seeds lb from the slot maxima (see the top of the file), then
+    // counts and appends the slot's logits at or above it.
     {
         float x[PER];
-        unpack(first, x);
         const unsigned valid = tid < L.nslots ? 0xffu : 0u;
-        if (!valid)
+        float m = unpack(first, x);
+        if (!valid) {
 #pragma unroll
             for (int i = 0; i < PER; i++)
                 x[i] = neg_inf();
-        const float lm = fold(sm, st, x);
+            m = neg_inf();
+        }
+        const float lm = fold(sm, st, x, m);
         if (valid)
-#pragma unroll
-            for (int i = 0; i < PER; i++)
-                atomicAdd(&sm.hist[digit(x[i])], 1u);
+            atomicAdd(&sm.hist[digit(lm)], 1u);
         __syncthreads();
         if (warp == 0)
-            raise_lb(sm);
+            raise_lb(sm, kc);
         __syncthreads();
-        keep<false>(sm, x, L.head + tid * PER, valid, lm, sm.lb);
+        if (valid)
+            atomicAdd(&sm.hist[digit(lm)], ~0u); // -1 (mod 2^32): unseed
+        __syncthreads();
+        keep<true>(sm, x, L.base + L.head + tid * PER, valid, lm, sm.lb);
     }
 
-    // The rest of the row: no barrier.
+    // The rest of the chunk: no barrier.
     for (int s0 = 1; s0 < L.nsteps; s0 += PREFETCH) {
 #pragma unroll
         for (int q = 0; q < PREFETCH; q++) {
@@ -463,21 +655,25 @@ kdt_draft_topk(kdt_draft_topk_params p)
             if (s < L.nsteps) { // uniform
                 const int j = s * THREADS + tid;
                 float x[PER];
-                unpack(ring[q], x);
+                float m = unpack(ring[q], x);
                 const int jn = j + PREFETCH * THREADS;
 #pragma unroll
                 for (int h = 0; h < CHUNKS; h++)
                     if (jn < L.nslots)
                         ring[q][h] = __ldg(L.body + jn * CHUNKS + h);
                 const unsigned valid = j < L.nslots ? 0xffu : 0u;
-                if (!valid)
+                if (!valid) {
 #pragma unroll
                     for (int i = 0; i < PER; i++)
                         x[i] = neg_inf();
-                const float lm = fold(sm, st, x);
-                keep<true>(sm, x, L.head + j * PER, valid, lm, vload(&sm.lb));
+                    m = neg_inf();
+                }
+                const float lm = fold(sm, st, x, m);
+                const float thr = vload(&sm.thr);
+                if (__any_sync(0xffffffffu, valid && lm >= thr))
+                    keep<true>(sm, x, L.base + L.head + j * PER, valid, lm, vload(&sm.lb));
                 if ((s + warp) % RESCAN == 0)
-                    raise_lb(sm);
+                    raise_lb(sm, kc);
             }
         }
     }
@@ -485,11 +681,11 @@ kdt_draft_topk(kdt_draft_topk_params p)
         float x[PER];
         int id;
         const unsigned valid = edge_slot(L, x, &id);
-        const float lm = fold(sm, st, x);
+        const float lm = fold(sm, st, x, x[0]);
         keep<true>(sm, x, id, valid, lm, vload(&sm.lb));
     }
 
-    // logsumexp of the row: combine the threads' (max, sum).
+    // This chunk's (max, sum): combine the threads' (max, sum).
     const float L2E = 1.4426950408889634f;
     {
         float m = st.run_m, s = st.run_s;
@@ -513,20 +709,31 @@ kdt_draft_topk(kdt_draft_topk_params p)
     // (and tb >= lb) was counted.
     if (warp == 0) {
         unsigned above = 0, at = 0;
-        int b = find_bin(sm.hist, sm.maxd, sm.lb, K, &above, &at);
+        int b = find_bin(sm.hist, sm.maxd, sm.lb, (unsigned)kc, &above, &at);
         if (lane == 0) {
             sm.sel[0] = b;
             sm.sel[1] = (int)above;
             sm.sel[2] = (int)at;
+            float M = neg_inf(), T = 0.0f;
+            for (int w = 0; w < WARPS; w++)
+                M = fmaxf(M, sm.red_m[w]);
+            if (M != neg_inf())
+                for (int w = 0; w < WARPS; w++)
+                    if (sm.red_m[w] != neg_inf())
+                        T += sm.red_s[w] * ex2((sm.red_m[w] - M) * L2E);
+            sm.part_m = M;
+            sm.part_s = T;
         }
     }
     __syncthreads();
-    int n; // candidates in buf[0..n), the K largest among them
+    int n; // candidates in buf[0..n), the KC largest among them
 #ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
     if (tid == 0)
-        printf("row %d: cnt %d lb %d maxd %d tb %d A %d E %d\n", r, sm.cnt, sm.lb, sm.maxd, sm.sel[0], sm.sel[1], sm.sel[2]);
+        printf("row %d.%u: cnt %d lb %d maxd %d tb %d A %d E %d\n", r, rank, sm.cnt, sm.lb, sm.maxd, sm.sel[0], sm.sel[1], sm.sel[2]);
 #endif
-    if (sm.cnt <= CAP) {
+    if (kc == 0) {
+        n = 0;
+    } else if (sm.cnt <= CAP) {
         // Keep the buffered keys of digit >= tb: A + E of them.
         const int tb = sm.sel[0], cnt = sm.cnt;
         n = sm.sel[1] + sm.sel[2];
@@ -547,12 +754,12 @@ kdt_draft_topk(kdt_draft_topk_params p)
             if (tid + THREADS * e < cnt && (int)(v[e] >> DSHIFT) >= tb)
                 sm.buf[at++] = v[e];
     } else {
-        // Overflow: narrow the threshold over the row (12 bits of c per
+        // Overflow: narrow the threshold over the chunk (12 bits of c per
         // pass) until at most CAP keys reach it, then collect them.
         int bits = DBITS;                 // resolved top bits of c
         u64 prefix = (u64)sm.sel[0];      // their value
-        int need = K - sm.sel[1];         // still needed among the prefix
-        n = K - need + sm.sel[2];         // keys with top bits >= prefix
+        int need = kc - sm.sel[1];        // still needed among the prefix
+        n = kc - need + sm.sel[2];        // keys with top bits >= prefix
         while (n > CAP) {
             const int d = W - bits < DBITS ? W - bits : DBITS;
             const int hi = W - bits, lo = hi - d;
@@ -583,7 +790,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             prefix = (prefix << d) | (u64)sm.sel[0];
             bits += d;
             need -= sm.sel[1];
-            n = K - need + sm.sel[2];
+            n = kc - need + sm.sel[2];
         }
         const u64 thr = prefix << (W - bits);
         for_row(L, [&](const float *x, int id0, unsigned valid) {
@@ -625,18 +832,63 @@ kdt_draft_topk(kdt_draft_topk_params p)
             __syncthreads();
         }
     }
-    float M = neg_inf(), S = 0.0f;
-    for (int w = 0; w < WARPS; w++)
-        M = fmaxf(M, sm.red_m[w]);
-    if (M != neg_inf())
-        for (int w = 0; w < WARPS; w++)
-            if (sm.red_m[w] != neg_inf())
-                S += sm.red_s[w] * ex2((sm.red_m[w] - M) * L2E);
-    const float log_s = logf(S);
-    for (int k = tid; k < K; k += THREADS) {
-        const u64 key = sm.buf[k];
-        const float x = key_logit(key);
-        p.ids[(long long)r * K + k] = key_id(key);
-        p.lp[(long long)r * K + k] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
+
+    if (S == 1) {
+        // The block is the row: buf[0..K) is the answer.
+        const float M = sm.part_m, log_s = logf(sm.part_s);
+        for (int k = tid; k < K; k += THREADS) {
+            const u64 key = sm.buf[k];
+            const float x = key_logit(key);
+            p.ids[(long long)r * K + k] = key_id(key);
+            p.lp[(long long)r * K + k] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
+        }
+        return;
     }
+
+    // Merge the S chunks' tops (see the top of the file).  Publish ours.
+    u64 *top = reinterpret_cast<u64 *>(sm.hist);
+    for (int k = tid; k < K; k += THREADS)
+        top[k] = k < kc ? sm.buf[k] : 0ull;
+    __syncthreads();
+    cluster_arrive();
+    cluster_wait();
+    // Every list into buf[j * K ..], and every chunk's (max, sum).
+    for (int i = tid; i < (int)S * K; i += THREADS) {
+        const unsigned j = (unsigned)(i / K);
+        sm.buf[i] = j == rank ? top[i % K] : cluster_load_u64(cluster_map(top + i % K, j));
+    }
+    if (warp == 0) {
+        float m = neg_inf(), s = 0.0f;
+        if (lane < (int)S) {
+            m = cluster_load_f32(cluster_map(&sm.part_m, (unsigned)lane));
+            s = cluster_load_f32(cluster_map(&sm.part_s, (unsigned)lane));
+        }
+        if (lane < MAX_SPLIT) {
+            sm.red_m[lane] = m;
+            sm.red_s[lane] = s;
+        }
+    }
+    __syncthreads();
+    cluster_arrive(); // this block is done reading the others
+    float M = neg_inf(), T = 0.0f;
+    for (int j = 0; j < (int)S; j++)
+        M = fmaxf(M, sm.red_m[j]);
+    if (M != neg_inf())
+        for (int j = 0; j < (int)S; j++)
+            if (sm.red_m[j] != neg_inf())
+                T += sm.red_s[j] * ex2((sm.red_m[j] - M) * L2E);
+    const float log_s = logf(T);
+    for (int k = tid; k < kc; k += THREADS) {
+        const u64 key = sm.buf[rank * K + k];
+        int pos = k;
+        for (int j = 0; j < (int)S; j++)
+            if (j != (int)rank)
+                pos += count_above(sm.buf + j * K, K, key);
+        if (pos < K) {
+            const float x = key_logit(key);
+            p.ids[(long long)r * K + pos] = key_id(key);
+            p.lp[(long long)r * K + pos] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
+        }
+    }
+    cluster_wait(); // the others are done reading this block
 }

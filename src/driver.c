@@ -100,6 +100,8 @@ load(void)
             return;
         }
     }
+    /* Optional: see kdt_driver.launch_kernel_ex. */
+    *(void **)&drv.launch_kernel_ex = dlsym(h, "cuLaunchKernelEx");
     /* cuEventElapsedTime_v2 replaces the plain one from CUDA 12.8 on;
      * prefer it where the driver has it (same signature). */
     void *v2 = dlsym(h, "cuEventElapsedTime_v2");

@@ -37,6 +37,11 @@ typedef struct kdt_driver {
                               unsigned int, unsigned int, unsigned int,
                               unsigned int, unsigned int, CUstream, void **,
                               void **);
+    /* cuLaunchKernelEx (CUDA 12.0+): thread-block clusters.  Optional: NULL
+     * where the driver lacks it, and then no kernel is launched with a
+     * cluster (draft_topk runs one block per row). */
+    CUresult (*launch_kernel_ex)(const CUlaunchConfig *, CUfunction, void **,
+                                 void **);
     /* Used by the tests, the bench and the tools, not by the launch path. */
     CUresult (*mem_alloc)(CUdeviceptr *, size_t);
     CUresult (*mem_free)(CUdeviceptr);

@@ -13,8 +13,16 @@
 #include "runtime.h"
 #include "validate.h"
 
-/* Threads per block (one block per row): THREADS in draft_topk.cu. */
+/* Threads per block: THREADS in draft_topk.cu. */
 #define DT_THREADS 512
+/* Blocks per row at most (MAX_SPLIT in draft_topk.cu, a portable cluster
+ * size), the candidate buffer the merge gathers every block's top into
+ * (CAP), and the shortest chunk worth a block of its own (two 512-thread
+ * steps of 8 logits: below that a block spends more on its set-up and
+ * sort than on streaming). */
+#define DT_MAX_SPLIT 8
+#define DT_CAP 4096
+#define DT_MIN_CHUNK 8192
 /* Dynamic shared memory per block: SMEM_BYTES in draft_topk.cu (its
  * candidate buffer, 4096 keys, and its 4096-bin digit histogram); two
  * blocks fit an SM. */
@@ -53,6 +61,22 @@ const kdt_kernel_def kdt_def_draft_topk = {
     .check = dt_check,
     .default_shape = "V=163840,K=64,DTYPE=bf16",
 };
+
+/* Blocks per row (the cluster size): the largest power of two that keeps
+ * one block per SM (few rows: a row spread over up to 8 SMs instead of
+ * one), chunks of at least DT_MIN_CHUNK logits, and every block's top in
+ * the merge buffer (S * K <= DT_CAP).  Many rows: 1, no cluster. */
+static unsigned
+dt_split(const kdtree_runtime *rt, int32_t n_rows, int32_t vocab, int32_t k)
+{
+    unsigned s = 1;
+    while (s * 2 <= (unsigned)rt->max_cluster && s * 2 <= DT_MAX_SPLIT &&
+           (int64_t)n_rows * s * 2 <= rt->sm_count &&
+           vocab / (int64_t)(s * 2) >= DT_MIN_CHUNK &&
+           (int64_t)k * s * 2 <= DT_CAP)
+        s *= 2;
+    return s;
+}
 
 KDT_EXPORT int32_t
 kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
@@ -93,6 +117,7 @@ kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
         .ids = (int32_t *)(uintptr_t)ids,
         .n_rows = n_rows,
     };
-    return kdt_launch(rt, m->fn[0], (unsigned)n_rows, 1, 1, DT_THREADS,
-                      DT_SMEM, stream, &p);
+    unsigned split = dt_split(rt, n_rows, vocab, k);
+    return kdt_launch_cluster(rt, m->fn[0], (unsigned)n_rows * split, split,
+                              DT_THREADS, DT_SMEM, stream, &p);
 }

@@ -65,6 +65,13 @@ kdtree_runtime_create(kdtree_runtime **out, int32_t device)
             return kdt_cuda_fail(d, r, "cuDeviceGetAttribute");
         }
     }
+    /* Clusters need the device's support and cuLaunchKernelEx; an old
+     * driver that cannot even answer the attribute has neither. */
+    int clusters = 0;
+    if (d->device_get_attribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
+                                rt->dev) != CUDA_SUCCESS)
+        clusters = 0;
+    rt->max_cluster = clusters && d->launch_kernel_ex ? 8 : 1;
     snprintf(rt->arch, sizeof rt->arch, "sm_%d",
              rt->cc_major * 10 + rt->cc_minor);
     /* The primary context is the one PyTorch and CuPy use, so our modules
@@ -297,10 +304,40 @@ done:
 
 /* ---- launch ---------------------------------------------------------------- */
 
-int
-kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
-           unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned smem,
-           void *stream, void *params)
+/* One launch in whatever context is current. */
+static CUresult
+launch_now(const kdt_driver *d, CUfunction fn, unsigned grid_x,
+           unsigned grid_y, unsigned grid_z, unsigned block_x,
+           unsigned cluster_x, unsigned smem, CUstream stream, void **args)
+{
+    if (cluster_x <= 1)
+        return d->launch_kernel(fn, grid_x, grid_y, grid_z, block_x, 1, 1,
+                                smem, stream, args, NULL);
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster_x;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = grid_x;
+    cfg.gridDimY = grid_y;
+    cfg.gridDimZ = grid_z;
+    cfg.blockDimX = block_x;
+    cfg.blockDimY = 1;
+    cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return d->launch_kernel_ex(&cfg, fn, args, NULL);
+}
+
+static int
+launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x, unsigned grid_y,
+       unsigned grid_z, unsigned block_x, unsigned cluster_x, unsigned smem,
+       void *stream, void *params)
 {
     const kdt_driver *d = rt->drv;
     void *args[1] = {params};
@@ -310,18 +347,37 @@ kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
     if (cur == rt->ctx) {
         /* The common case (PyTorch made the primary context current):
          * nothing to switch. */
-        r = d->launch_kernel(fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem,
-                             (CUstream)stream, args, NULL);
+        r = launch_now(d, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
+                       smem, (CUstream)stream, args);
     } else {
         r = d->ctx_push_current(rt->ctx);
         if (r != CUDA_SUCCESS)
             return kdt_cuda_fail(d, r, "cuCtxPushCurrent");
-        r = d->launch_kernel(fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem,
-                             (CUstream)stream, args, NULL);
+        r = launch_now(d, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
+                       smem, (CUstream)stream, args);
         CUcontext prev;
         d->ctx_pop_current(&prev);
     }
     if (r != CUDA_SUCCESS)
-        return kdt_cuda_fail(d, r, "cuLaunchKernel");
+        return kdt_cuda_fail(d, r, cluster_x > 1 ? "cuLaunchKernelEx"
+                                                 : "cuLaunchKernel");
     return KDTREE_OK;
+}
+
+int
+kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
+           unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned smem,
+           void *stream, void *params)
+{
+    return launch(rt, fn, grid_x, grid_y, grid_z, block_x, 1, smem, stream,
+                  params);
+}
+
+int
+kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
+                   unsigned cluster_x, unsigned block_x, unsigned smem,
+                   void *stream, void *params)
+{
+    return launch(rt, fn, grid_x, 1, 1, block_x, cluster_x, smem, stream,
+                  params);
 }

@@ -38,6 +38,8 @@ struct kdtree_runtime {
     int cc_major, cc_minor;
     int sm_count;
     int max_smem_optin; /* per block, bytes */
+    int max_cluster;    /* blocks a launch's cluster may hold: 8 (the
+                         * portable size) with cluster launch, else 1 */
     char arch[16];      /* "sm_90": the device's own architecture */
     char target[16];    /* what NVRTC builds for it; set on first load */
     int kind;           /* the payload kind target makes */
@@ -62,5 +64,11 @@ int kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
 int kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
                unsigned grid_y, unsigned grid_z, unsigned block_x,
                unsigned smem, void *stream, void *params);
+
+/* kdt_launch with clusters of cluster_x consecutive blocks along x
+ * (1 <= cluster_x <= rt->max_cluster, dividing grid_x; 1 is kdt_launch). */
+int kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
+                       unsigned cluster_x, unsigned block_x, unsigned smem,
+                       void *stream, void *params);
 
 #endif /* KDT_RUNTIME_H */

@@ -147,6 +147,8 @@ START_TEST(edge_rows)
         for (int kind = 0; kind < ROW_KINDS; kind++) {
             ck_assert(run_case(1000, 8, dtype, 3, kind, 0));
             ck_assert(run_case(20000, 64, dtype, 2, kind, 1));
+            /* a row split over a cluster of 8 blocks, unaligned rows */
+            ck_assert(run_case(65536, 100, dtype, 2, kind, 3));
         }
         ck_assert(run_case(1, 1, dtype, 5, -1, 0));        /* V = K = 1 */
         ck_assert(run_case(7, 7, dtype, 4, -1, 3));        /* K = V, tiny */
@@ -168,7 +170,9 @@ START_TEST(random_shapes)
         {32000, 8, 1, 40, 5},    {32001, 33, 0, 40, 5},
         {50000, 256, 1, 20, 5},  {3000, 100, 0, 64, 10},
         {129, 128, 1, 64, 10},   {5, 2, 0, 100, 10},
-        {65537, 512, 1, 10, 4},  {100003, 1000, 0, 6, 3}};
+        {65537, 512, 1, 10, 4},  {100003, 1000, 0, 6, 3},
+        /* many rows: one block per row; few: 8 blocks per row */
+        {163840, 64, 1, 150, 1}, {65536, 16, 0, 9, 3}};
     int cases = 0;
     for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int rep = 0; rep < shapes[s][4]; rep++) {

@@ -1,4 +1,21 @@
 // Host emulation test: tools/dev/emu/run.sh builds it against kernels_src/.
+#include <cmath>
+#include <cstring>
+// PTX max.NaN on the host (prep.sh substitutes these for the asm).
+static inline float emu_max_nan(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : (a > b ? a : b); }
+static inline unsigned emu_max2_nan(unsigned a, unsigned b) {
+    unsigned d = 0;
+    for (int h = 0; h < 32; h += 16) {
+        float x, y;
+        unsigned ux = (a >> h) << 16, uy = (b >> h) << 16;
+        memcpy(&x, &ux, 4); memcpy(&y, &uy, 4);
+        float m = emu_max_nan(x, y);
+        unsigned um; memcpy(&um, &m, 4);
+        if (std::isnan(m)) um = 0x7fc00000u;
+        d |= (um >> 16) << h;
+    }
+    return d;
+}
 #include "draft_topk.cc"
 #include "launch.h"
 extern "C" {
