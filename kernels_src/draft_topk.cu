@@ -26,7 +26,7 @@
 //  - the slot's maximum reaches the block's threshold `thr` (the smallest
 //    logit of digit `lb`): its logits of digit >= lb are counted in a
 //    shared 4096-bin digit histogram and their keys appended to a shared
-//    buffer (warp-aggregated atomics).
+//    buffer, by the lanes that hold them (two shared atomics a key).
 // lb is raised as the histogram fills: now and then a warp scans the
 // histogram down from the top digit and sets lb to the highest bin b with
 // at least KC counted logits at digits >= b (KC = min(K, chunk length)).
@@ -56,6 +56,8 @@
 // Every block computes the row's logsumexp from the same S pairs in the
 // same order, so all write the same value.  A second cluster barrier keeps
 // every block's shared memory alive until the others have read it.
+//
+// Slots past the chunk's end read as -inf (no per-logit validity test).
 //
 // Predicted cost (H200): the slot path is ~45 instructions per 8 logits,
 // bound by issue (and MUFU: 16 exp/clk/SM): 163840 logits ~6-7k cycles of
@@ -408,34 +410,23 @@ fold(topk_smem &sm, row_state &st, float *x, float m)
     return m;
 }
 
-// Append (and, if `count`, histogram) the logits of x[] (NaN-free; ids
-// id0 + i, `valid` bits) whose digit is >= lb.  lm: their max.  The whole
-// warp must call it.
-template <bool COUNT>
+// Count and append the logits of x[] (NaN-free; ids id0 + i, `valid`
+// bits) whose digit is >= lb.  Per lane, no warp collective: only the
+// lanes holding a candidate run it, and there are few (~K ln(steps) a
+// chunk), so two shared atomics a candidate cost less than a warp-wide
+// prefix sum on every step some lane has one.
 __device__ __forceinline__ void
-keep(topk_smem &sm, const float *x, int id0, unsigned valid, float lm, int lb)
+keep(topk_smem &sm, const float *x, int id0, unsigned valid, int lb)
 {
-    unsigned m = 0;
-    if (valid && digit(lm) >= lb) {
 #pragma unroll
-        for (int i = 0; i < PER; i++)
-            if (digit(x[i]) >= lb)
-                m |= 1u << i;
-        m &= valid;
-    }
-    if (__any_sync(0xffffffffu, m != 0u)) {
-        int at = warp_append(__popc(m), &sm.cnt);
-#pragma unroll
-        for (int i = 0; i < PER; i++)
-            if ((m >> i) & 1u) {
-                const u64 c = ckey(x[i], id0 + i);
-                if (at < CAP)
-                    sm.buf[at] = c;
-                at++;
-                if (COUNT)
-                    atomicAdd(&sm.hist[(int)(c >> DSHIFT)], 1u);
-            }
-    }
+    for (int i = 0; i < PER; i++)
+        if (((valid >> i) & 1u) && digit(x[i]) >= lb) {
+            const u64 c = ckey(x[i], id0 + i);
+            const int at = atomicAdd(&sm.cnt, 1);
+            if (at < CAP)
+                sm.buf[at] = c;
+            atomicAdd(&sm.hist[(int)(c >> DSHIFT)], 1u);
+        }
 }
 
 // x[] from a slot's 16-byte pieces (NaN kept: fold sanitises the rare
@@ -463,6 +454,14 @@ unpack(const uint4 *c, float *x)
     float m = max_nan(max_nan(x[0], x[1]), max_nan(x[2], x[3]));
     const float m2 = max_nan(max_nan(x[4], x[5]), max_nan(x[6], x[7]));
     return max_nan(m, m2);
+}
+
+// 16 bytes of -inf logits: what a slot past the chunk reads as.
+__device__ __forceinline__ uint4
+neg_slot()
+{
+    const unsigned w = DTYPE ? 0xff80ff80u : 0xff800000u;
+    return make_uint4(w, w, w, w);
 }
 
 // x[] of a slot re-read after pass 1: NaN -> -inf.
@@ -531,7 +530,7 @@ for_row(const row_layout &L, F f)
             const int j = (s0 + u) * THREADS + tid;
 #pragma unroll
             for (int h = 0; h < CHUNKS; h++)
-                v[u][h] = j < L.nslots ? __ldg(L.body + j * CHUNKS + h) : make_uint4(0, 0, 0, 0);
+                v[u][h] = j < L.nslots ? __ldg(L.body + j * CHUNKS + h) : neg_slot();
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -601,14 +600,14 @@ kdt_draft_topk(kdt_draft_topk_params p)
     uint4 first[CHUNKS];
 #pragma unroll
     for (int h = 0; h < CHUNKS; h++)
-        first[h] = tid < L.nslots ? __ldg(L.body + tid * CHUNKS + h) : make_uint4(0, 0, 0, 0);
+        first[h] = tid < L.nslots ? __ldg(L.body + tid * CHUNKS + h) : neg_slot();
     uint4 ring[PREFETCH][CHUNKS];
 #pragma unroll
     for (int q = 0; q < PREFETCH; q++) {
         const int j = (1 + q) * THREADS + tid;
 #pragma unroll
         for (int h = 0; h < CHUNKS; h++)
-            ring[q][h] = j < L.nslots ? __ldg(L.body + j * CHUNKS + h) : make_uint4(0, 0, 0, 0);
+            ring[q][h] = j < L.nslots ? __ldg(L.body + j * CHUNKS + h) : neg_slot();
     }
     for (int i = tid; i < NBINS; i += THREADS)
         sm.hist[i] = 0;
@@ -627,14 +626,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
     {
         float x[PER];
         const unsigned valid = tid < L.nslots ? 0xffu : 0u;
-        float m = unpack(first, x);
-        if (!valid) {
-#pragma unroll
-            for (int i = 0; i < PER; i++)
-                x[i] = neg_inf();
-            m = neg_inf();
-        }
-        const float lm = fold(sm, st, x, m);
+        const float lm = fold(sm, st, x, unpack(first, x));
         if (valid)
             atomicAdd(&sm.hist[digit(lm)], 1u);
         __syncthreads();
@@ -644,7 +636,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
         if (valid)
             atomicAdd(&sm.hist[digit(lm)], ~0u); // -1 (mod 2^32): unseed
         __syncthreads();
-        keep<true>(sm, x, L.base + L.head + tid * PER, valid, lm, sm.lb);
+        if (valid && lm >= sm.thr)
+            keep(sm, x, L.base + L.head + tid * PER, valid, sm.lb);
     }
 
     // The rest of the chunk: no barrier.
@@ -655,23 +648,13 @@ kdt_draft_topk(kdt_draft_topk_params p)
             if (s < L.nsteps) { // uniform
                 const int j = s * THREADS + tid;
                 float x[PER];
-                float m = unpack(ring[q], x);
+                const float lm = fold(sm, st, x, unpack(ring[q], x));
                 const int jn = j + PREFETCH * THREADS;
 #pragma unroll
                 for (int h = 0; h < CHUNKS; h++)
-                    if (jn < L.nslots)
-                        ring[q][h] = __ldg(L.body + jn * CHUNKS + h);
-                const unsigned valid = j < L.nslots ? 0xffu : 0u;
-                if (!valid) {
-#pragma unroll
-                    for (int i = 0; i < PER; i++)
-                        x[i] = neg_inf();
-                    m = neg_inf();
-                }
-                const float lm = fold(sm, st, x, m);
-                const float thr = vload(&sm.thr);
-                if (__any_sync(0xffffffffu, valid && lm >= thr))
-                    keep<true>(sm, x, L.base + L.head + j * PER, valid, lm, vload(&sm.lb));
+                    ring[q][h] = jn < L.nslots ? __ldg(L.body + jn * CHUNKS + h) : neg_slot();
+                if (j < L.nslots && lm >= vload(&sm.thr))
+                    keep(sm, x, L.base + L.head + j * PER, 0xffu, vload(&sm.lb));
                 if ((s + warp) % RESCAN == 0)
                     raise_lb(sm, kc);
             }
@@ -682,7 +665,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
         int id;
         const unsigned valid = edge_slot(L, x, &id);
         const float lm = fold(sm, st, x, x[0]);
-        keep<true>(sm, x, id, valid, lm, vload(&sm.lb));
+        if (valid && lm >= vload(&sm.thr))
+            keep(sm, x, id, valid, vload(&sm.lb));
     }
 
     // This chunk's (max, sum): combine the threads' (max, sum).
