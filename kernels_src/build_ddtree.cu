@@ -307,10 +307,12 @@ struct elems {
     short *node, *coff, *cnt, *par, *rank, *dep;
 };
 
-// Exclusive prefix sum of v over the block; total gets the sum.  Ends with
-// a barrier, so ws may be reused at once.
+// Exclusive prefix sum of v over the block; total gets the sum.  Ends
+// with a barrier (so ws may be reused at once) when fence; without, ws
+// may be written again only after another barrier (enumerate alternates
+// two ws buffers, its levels' other barriers sit between their uses).
 __device__ __forceinline__ int
-block_scan(int v, int &total, int *ws)
+block_scan(int v, int &total, int *ws, bool fence = true)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int x = v;
@@ -330,7 +332,8 @@ block_scan(int v, int &total, int *ws)
         tot += s;
         before += w < warp ? s : 0;
     }
-    __syncthreads();
+    if (fence)
+        __syncthreads();
     total = tot;
     return before + x - v;
 }
@@ -363,7 +366,9 @@ count_ge(const float *row, float s, float T)
 // All prefixes of depth <= Lr scoring >= T, level by level into e[0, n),
 // each level in rank-path order (parents in order, each one's children by
 // rank), and n returned -- or, when they would pass CAP, some number > CAP
-// and e holds nothing usable.  Block-wide; T uniform.
+// and e holds nothing usable.  Block-wide; T uniform; ws holds two scan
+// buffers.  Three barriers a level: the level before is written, the scan,
+// the children's offsets are written.
 __device__ int
 enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
 {
@@ -391,7 +396,10 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
             sum += c;
         }
         int total;
-        const int ex = block_scan(sum, total, ws);
+        // ws buffer d & 1: its last reader (level d - 2's scan) is
+        // behind this level's first barrier.
+        const int ex = block_scan(sum, total, ws + (d & 1) * (THREADS / 32),
+                                  false);
         if (pe + total > CAP)
             return pe + total;
         int off = pe + ex;
@@ -419,6 +427,10 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
             e.dep[at] = (short)d;
             e.cnt[at] = 0;
         }
+#ifdef KDT_BD_LEVEL // the host emulator's statistics (tools/dev/emu)
+        if (tid == 0)
+            KDT_BD_LEVEL(T, d, pe - ps, total);
+#endif
         ps = pe;
         pe += total;
     }
@@ -444,6 +456,133 @@ elem_less(const elems e, int x, int y)
         dy--;
     }
     return ax == ay ? dx0 < dy0 : ax < ay;
+}
+
+// The sort keys of elements [0, n): score descending, then element
+// index (ties are ordered by rank path afterwards); ~0 pads to n2.
+__device__ __forceinline__ unsigned long long
+sort_key(const elems e, int n, int i)
+{
+    return i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
+                       (unsigned)i
+                 : ~0ull;
+}
+
+// Bitonic sort of the n2 (a power of two, <= 2 THREADS) keys into
+// e.key[0, n2), ascending, in registers: thread t holds positions t and
+// t + THREADS.  A step pairs position i with i ^ j: in the thread for
+// j = THREADS, in the warp (a shuffle, no barrier) for j < 32, else
+// through shared memory: store, barrier, load, alternating between
+// e.key[0, n2) and e.key[n2, 2 n2) where CAP leaves room (so one barrier a
+// step), else with a second barrier before the next store.  For n2 = 1024
+// that is 15 shared-memory steps of 55; the rest cost a shuffle and a
+// compare each.
+__device__ __forceinline__ void
+sort_regs(const elems e, int n, int n2)
+{
+    const int tid = threadIdx.x;
+    const bool two = n2 > THREADS;
+    unsigned long long v[2];
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+        v[u] = sort_key(e, n, tid + u * THREADS);
+    bool stored = false; // a shared-memory step's loads may be in flight
+    const bool alt = 2 * n2 <= CAP;
+    int buf = 0; // alt: the half the next shared-memory step uses
+    for (int k = 2; k <= n2; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            if (j >= THREADS) { // j = THREADS, k = n2: ascending
+                const unsigned long long a = v[0], b = v[1];
+                v[0] = a < b ? a : b;
+                v[1] = a < b ? b : a;
+                continue;
+            }
+            unsigned long long y[2] = {~0ull, ~0ull};
+            if (j >= 32) {
+                // alt: the last step that read this half is behind the
+                // previous shared-memory step's barrier
+                if (stored && !alt)
+                    __syncthreads();
+                unsigned long long *kb = e.key + buf;
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const int pos = tid + u * THREADS;
+                    if ((u == 0 || two) && pos < n2)
+                        kb[pos] = v[u];
+                }
+                __syncthreads();
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const int pos = tid + u * THREADS;
+                    if ((u == 0 || two) && pos < n2)
+                        y[u] = kb[pos ^ j];
+                }
+                stored = true;
+                if (alt)
+                    buf ^= n2;
+            } else {
+                y[0] = __shfl_xor_sync(0xffffffffu, v[0], j);
+                if (two)
+                    y[1] = __shfl_xor_sync(0xffffffffu, v[1], j);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int pos = tid + u * THREADS;
+                const bool take_min = ((pos & j) == 0) == ((pos & k) == 0);
+                const unsigned long long a = v[u], b = y[u];
+                v[u] = (a < b) == take_min ? a : b;
+            }
+        }
+    if (stored)
+        __syncthreads();
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const int pos = tid + u * THREADS;
+        if ((u == 0 || two) && pos < n2)
+            e.key[pos] = v[u];
+    }
+    __syncthreads();
+}
+
+// The same sort in shared memory, for n2 > 2 THREADS.
+__device__ __noinline__ void
+sort_smem(const elems e, int n, int n2)
+{
+    for (int i = threadIdx.x; i < n2; i += THREADS)
+        e.key[i] = sort_key(e, n, i);
+    __syncthreads();
+    // Bitonic sort, ascending.  Warp w owns pairs [w P, (w+1) P), which
+    // touch only elements [2 w P, 2 (w+1) P) while j <= P: such steps need
+    // only __syncwarp, and a barrier is due only when a block-wide step
+    // follows a warp-local one.
+    const int P = n2 / 2 / (THREADS / 32);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    bool local = false;
+    for (int k = 2; k <= n2; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            const bool now_local = j <= P;
+            if (local && !now_local)
+                __syncthreads();
+            const int i0 = now_local ? warp * P + lane : tid;
+            const int i1 = now_local ? (warp + 1) * P : n2 / 2;
+            const int di = now_local ? 32 : THREADS;
+            for (int i = i0; i < i1; i += di) {
+                const int a = ((i & ~(j - 1)) << 1) | (i & (j - 1));
+                const int b = a | j;
+                const unsigned long long x = e.key[a], y = e.key[b];
+                if ((x > y) == ((a & k) == 0)) {
+                    e.key[a] = y;
+                    e.key[b] = x;
+                }
+            }
+            if (now_local)
+                __syncwarp();
+            else
+                __syncthreads();
+            local = now_local;
+        }
+    if (local)
+        __syncthreads();
 }
 
 // The threshold path (see the top of the file).  Block-wide; true when it
@@ -561,43 +700,10 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     int n2 = 2;
     while (n2 < n)
         n2 <<= 1;
-    for (int i = tid; i < n2; i += THREADS)
-        e.key[i] = i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
-                               (unsigned)i
-                         : ~0ull;
-    __syncthreads();
-    // Bitonic sort, ascending.  Warp w owns pairs [w P, (w+1) P), which
-    // touch only elements [2 w P, 2 (w+1) P) while j <= P: such steps need
-    // only __syncwarp, and a barrier is due only when a block-wide step
-    // follows a warp-local one.
-    const int P = n2 / 2 / (THREADS / 32);
-    const int lane = tid & 31, warp = tid >> 5;
-    bool local = false;
-    for (int k = 2; k <= n2; k <<= 1)
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            const bool now_local = j <= P;
-            if (local && !now_local)
-                __syncthreads();
-            const int i0 = now_local ? warp * P + lane : tid;
-            const int i1 = now_local ? (warp + 1) * P : n2 / 2;
-            const int di = now_local ? 32 : THREADS;
-            for (int i = i0; i < i1; i += di) {
-                const int a = ((i & ~(j - 1)) << 1) | (i & (j - 1));
-                const int b = a | j;
-                const unsigned long long x = e.key[a], y = e.key[b];
-                if ((x > y) == ((a & k) == 0)) {
-                    e.key[a] = y;
-                    e.key[b] = x;
-                }
-            }
-            if (now_local)
-                __syncwarp();
-            else
-                __syncthreads();
-            local = now_local;
-        }
-    if (local)
-        __syncthreads();
+    if (n2 <= 2 * THREADS)
+        sort_regs(e, n, n2);
+    else
+        sort_smem(e, n, n2);
     for (int q = tid; q < n; q += THREADS) {
         const unsigned long long kq = e.key[q];
         const unsigned hq = (unsigned)(kq >> 32);
@@ -817,7 +923,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     float *slot_child_lp = slot_next_lp + N_MAX;
     int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
     __shared__ int s_nodes, s_bad;
-    __shared__ int s_ws[THREADS / 32];
+    __shared__ int s_ws[2 * (THREADS / 32)]; // enumerate's two scan buffers
 
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
