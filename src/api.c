@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cache.h"
 #include "error.h"
 #include "kernels.h"
 #include "compiler.h"
@@ -134,6 +135,9 @@ kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
     kdt_blob blob = {0};
     int from;
     st = kdt_kernel_obtain(id, vals, arch, kind, &blob, &from);
+    /* Compile-only exists to fill the cache: the entry is on disk when it
+     * returns, not just queued for the publishing thread. */
+    kdt_cache_flush();
     if (st)
         return st;
     kdt_blob_free(&blob);

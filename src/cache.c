@@ -5,7 +5,8 @@
  * Everything here is on the miss path: the runtime's own table serves
  * launches, so clarity wins over speed.  The entry codec is in
  * cache_entry.c, the per-key lock in cache_lock.c, the housekeeping
- * (stamps, sweep, eviction) in cache_evict.c.
+ * (stamps, sweep, eviction) in cache_evict.c, the publishing thread that
+ * runs the miss path's publish jobs (built here) in cache_async.c.
  */
 #include "config.h"
 
@@ -58,18 +59,27 @@ static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_entry *mem_table[MEM_BUCKETS];
 static pthread_once_t mem_once = PTHREAD_ONCE_INIT;
 
-/* A process that forks while another thread holds mem_lock would leave the
- * child a lock nobody can release: hold it across fork() instead.  (glibc
- * drops these handlers if the library is dlclose'd.) */
+/* The housekeeping's state (see maintain() below). */
+static pthread_mutex_t maintain_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *maintain_dir;      /* the directory the estimate is of */
+static uint64_t maintain_bytes; /* its bytes at the last scan + since */
+
+/* A process that forks while another thread (the publishing thread, say)
+ * holds mem_lock or maintain_lock would leave the child a lock nobody can
+ * release: hold them across fork() instead.  Both are leaves (nothing else
+ * is locked while either is held), so taking them here cannot deadlock.
+ * (glibc drops these handlers if the library is dlclose'd.) */
 static void
 mem_prefork(void)
 {
     pthread_mutex_lock(&mem_lock);
+    pthread_mutex_lock(&maintain_lock);
 }
 
 static void
 mem_postfork(void)
 {
+    pthread_mutex_unlock(&maintain_lock);
     pthread_mutex_unlock(&mem_lock);
 }
 
@@ -158,6 +168,8 @@ kdt_cache_memory_clear(void)
     struct mem_entry *e, *next;
     int i;
 
+    /* Callers expect the disk to be the source afterwards. */
+    kdt_cache_flush();
     mem_enter();
     for (i = 0; i < MEM_BUCKETS; i++) {
         for (e = mem_table[i]; e; e = next) {
@@ -558,17 +570,15 @@ kdt_cache_lookup(const kdt_key *key, const char *preimage,
  * ones add what they wrote to that estimate and scan again (evicting) only
  * when the estimate passes the cap.  Other processes' writes are not in
  * the estimate, so each process enforces the cap at its first publish and
- * whenever its own writes could break it. */
-static pthread_mutex_t maintain_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *maintain_dir;      /* the directory the estimate is of */
-static uint64_t maintain_bytes; /* its bytes at the last scan + since */
-
+ * whenever its own writes could break it.  Runs on the publishing thread
+ * for the miss path, so maintain_lock is held across fork() (see
+ * mem_prefork): a child must not inherit it locked mid-scan. */
 static void
-maintain(const char *dir, const char *keep, size_t written)
+maintain(const char *dir, const char *keep, size_t written, uint64_t cap)
 {
+    pthread_once(&mem_once, mem_init);
     pthread_mutex_lock(&maintain_lock);
     int first = !maintain_dir || strcmp(maintain_dir, dir) != 0;
-    uint64_t cap = kdt_cache_max_bytes();
     if (first) {
         free(maintain_dir);
         maintain_dir = strdup(dir);
@@ -587,20 +597,100 @@ maintain(const char *dir, const char *keep, size_t written)
     pthread_mutex_unlock(&maintain_lock);
 }
 
-int
-kdt_cache_store(const kdt_key *key, const char *preimage,
-                size_t preimage_len, const kdt_blob *blob)
+/* Once per process: the first failure to publish is a warning, the rest
+ * info (every later compile would say the same). */
+static atomic_int publish_warned;
+
+/* Publishes one encoded entry and does the housekeeping.  Never fails:
+ * unwritable, full, foreign directories are never the caller's failure,
+ * and it sets no last error (it may run on the publishing thread). */
+static void
+publish_one(const kdt_publish_job *job, const kdt_publish_entry *e)
+{
+    char why[300], hex[33], keep[48];
+    char *dir;
+
+    if (kdt_cache_publish(job->base, &e->key, e->enc, e->size, e->durable,
+                          job->delay_us, why, sizeof why) != 0) {
+        if (!atomic_exchange(&publish_warned, 1))
+            kdt_log(KDT_LOG_WARN, "cache: cannot write to %s: %s; compiled "
+                    "kernels stay in memory only", job->base, why);
+        else
+            kdt_log(KDT_LOG_INFO, "cache: not published to %s: %s",
+                    job->base, why);
+        return;
+    }
+    kdt_key_hex(&e->key, hex);
+    snprintf(keep, sizeof keep, "%s.kdt", hex);
+    kdt_log(KDT_LOG_DEBUG, "cache: published %s/v%d/%s", job->base,
+            KDT_CACHE_FORMAT, keep);
+    dir = kdt_cache_entry_dir(job->base);
+    if (dir) {
+        maintain(dir, keep, e->size, job->max_bytes);
+        free(dir);
+    }
+}
+
+void
+kdt_cache_job_publish(kdt_publish_job *job)
+{
+    for (int i = 0; i < job->n; i++)
+        publish_one(job, &job->e[i]);
+}
+
+static void
+job_free_data(kdt_publish_job *job)
+{
+    for (int i = 0; i < job->n; i++)
+        free(job->e[i].enc);
+    free(job->base);
+    free(job);
+}
+
+void
+kdt_cache_job_free(kdt_publish_job *job)
+{
+    if (!job)
+        return;
+    kdt_cache_lock_release(job->lock);
+    job_free_data(job);
+}
+
+void
+kdt_cache_job_discard(kdt_publish_job *job)
+{
+    if (!job)
+        return;
+    kdt_cache_lock_forget(job->lock);
+    job_free_data(job);
+}
+
+/* Keeps items in memory and, when they are to be written to disk, builds
+ * their publish job (*job; NULL when there is nothing to write).  The job
+ * takes `lock` only when it is built.  Returns 0 or OUT_OF_MEMORY (items[0]
+ * could not be kept; see kdt_cache_store_async). */
+static int
+build_job(const kdt_cache_item *items, int n, kdt_cache_lock *lock,
+          kdt_publish_job **job)
 {
     static atomic_int warned;
-    char why[300], hex[33], keep[48];
-    char *user, *dir;
-    void *enc;
-    size_t enc_size;
+    unsigned kept = 0; /* bit i: items[i] is in memory */
+    kdt_publish_job *j;
+    char *user;
     int r;
 
-    r = mem_put(key, blob->data, blob->size, blob->kind);
-    if (r)
-        return r;
+    *job = NULL;
+    if (n < 1 || n > 32)
+        return kdt_fail(KDTREE_ERROR_INTERNAL, "cache: %d items in one store",
+                        n);
+    for (int i = 0; i < n; i++) {
+        const kdt_blob *b = items[i].blob;
+        r = mem_put(items[i].key, b->data, b->size, b->kind);
+        if (r && i == 0)
+            return r;
+        if (!r)
+            kept |= 1u << i;
+    }
     if (kdt_cache_mode() != KDT_CACHE_READWRITE)
         return 0;
     user = kdt_cache_user_dir();
@@ -611,37 +701,72 @@ kdt_cache_store(const kdt_key *key, const char *preimage,
                     "memory only");
         return 0;
     }
-    r = kdt_entry_encode(key, preimage, preimage_len, blob, &enc, &enc_size);
-    if (r) {
+    j = calloc(1, sizeof *j + (size_t)n * sizeof j->e[0]);
+    if (!j) {
         free(user);
-        /* Only a bad blob or no memory gets here: memory-only is fine for
-         * the first, and the status says the second. */
-        return r == KDTREE_ERROR_OUT_OF_MEMORY ? r : 0;
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: out of memory");
     }
-    if (kdt_cache_publish(user, key, enc, enc_size,
-                          blob->kind != KDT_PAYLOAD_ALIAS, why,
-                          sizeof why) != 0) {
-        /* Unwritable, full, foreign: never the caller's failure. */
-        if (!atomic_exchange(&warned, 1))
-            kdt_log(KDT_LOG_WARN, "cache: cannot write to %s: %s; compiled "
-                    "kernels stay in memory only", user, why);
-        else
-            kdt_log(KDT_LOG_INFO, "cache: not published to %s: %s", user,
-                    why);
-        free(enc);
-        free(user);
+    j->base = user;
+    for (int i = 0; i < n; i++) {
+        kdt_publish_entry *e = &j->e[j->n];
+        if (!(kept & (1u << i)))
+            continue;
+        r = kdt_entry_encode(items[i].key, items[i].preimage,
+                             items[i].preimage_len, items[i].blob, &e->enc,
+                             &e->size);
+        if (r) {
+            /* Only a bad blob or no memory gets here: memory-only is fine
+             * for the first, and the status says the second. */
+            if (i == 0 && r == KDTREE_ERROR_OUT_OF_MEMORY) {
+                job_free_data(j);
+                return r;
+            }
+            continue;
+        }
+        e->key = *items[i].key;
+        e->durable = items[i].blob->kind != KDT_PAYLOAD_ALIAS;
+        j->n++;
+    }
+    if (j->n == 0) {
+        job_free_data(j);
         return 0;
     }
-    free(enc);
-    kdt_key_hex(key, hex);
-    snprintf(keep, sizeof keep, "%s.kdt", hex);
-    kdt_log(KDT_LOG_DEBUG, "cache: published %s/v%d/%s", user,
-            KDT_CACHE_FORMAT, keep);
-    dir = kdt_cache_entry_dir(user);
-    if (dir) {
-        maintain(dir, keep, enc_size);
-        free(dir);
-    }
-    free(user);
+    j->max_bytes = kdt_cache_max_bytes();
+    j->delay_us = kdt_cache_publish_delay_us();
+    j->lock = lock;
+    *job = j;
     return 0;
+}
+
+static int
+store(const kdt_cache_item *items, int n, kdt_cache_lock *lock, int async)
+{
+    kdt_publish_job *job;
+    int r = build_job(items, n, lock, &job);
+
+    if (r || !job) {
+        kdt_cache_lock_release(lock);
+        return r;
+    }
+    if (async && kdt_cache_async_submit(job) == 0)
+        return 0;
+    kdt_cache_job_publish(job);
+    kdt_cache_job_free(job);
+    return 0;
+}
+
+int
+kdt_cache_store(const kdt_key *key, const char *preimage,
+                size_t preimage_len, const kdt_blob *blob)
+{
+    kdt_cache_item it = {key, preimage, preimage_len, blob};
+
+    return store(&it, 1, NULL, 0);
+}
+
+int
+kdt_cache_store_async(const kdt_cache_item *items, int n,
+                      kdt_cache_lock *lock)
+{
+    return store(items, n, lock, 1);
 }

@@ -74,10 +74,67 @@ int kdt_cache_read_file(const char *path, int allow_root, void **buf,
  * errno set and a reason in `why`.  Not durable is for alias entries only:
  * a hint that is verified like any entry, so one left empty by a power cut
  * is a miss, and skipping its fsync keeps ~0.7 ms off every cold compile.
- * Test hook: when KDTREE_CACHE_TEST_PUBLISH_DELAY_US is set, sleeps that
- * long between writing halves of the file, so a kill can land mid-write. */
+ * Test hook: `delay_us` (kdt_cache_publish_delay_us()) is slept between
+ * writing the halves of the file, so a kill or a fork can land mid-write.
+ * Reads no environment (it runs on the publishing thread). */
 int kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
-                      size_t size, int durable, char *why, size_t why_size);
+                      size_t size, int durable, unsigned long delay_us,
+                      char *why, size_t why_size);
+
+/* KDTREE_CACHE_TEST_PUBLISH_DELAY_US, microseconds (0 when unset). */
+unsigned long kdt_cache_publish_delay_us(void);
+
+/* ---- publish jobs (cache.c builds and runs them, cache_async.c queues) -- */
+
+/* One encoded entry of a job. */
+typedef struct kdt_publish_entry {
+    kdt_key key;
+    void *enc; /* kdt_entry_encode()'s buffer, owned by the job */
+    size_t size;
+    int durable; /* 0 for an alias (see kdt_cache_publish) */
+} kdt_publish_entry;
+
+/* Everything one store writes to disk, self-contained: the settings it
+ * needs were read from the environment when it was built (the publishing
+ * thread must not call getenv(), which races a setenv() elsewhere), and it
+ * owns copies of the data, so the caller's buffers are free once it is
+ * built.  `lock` (may be NULL) is released after the last entry is
+ * published, so a process waiting on it finds every entry complete. */
+typedef struct kdt_publish_job {
+    struct kdt_publish_job *next; /* the queue's link */
+    char *base;                   /* the user's cache directory */
+    uint64_t max_bytes;           /* KDTREE_CACHE_MAX_BYTES */
+    unsigned long delay_us;       /* the test hook above */
+    kdt_cache_lock *lock;
+    int n;
+    kdt_publish_entry e[];
+} kdt_publish_job;
+
+/* Publishes each entry of `job` and does the housekeeping that follows
+ * (sweep, eviction).  Failures are logged (the first one of the process as
+ * a warning) and leave the entries in memory only; nothing is returned and
+ * no thread's last error is set.  Leaves `job` itself unchanged. */
+void kdt_cache_job_publish(kdt_publish_job *job);
+/* Releases the job's lock and frees it. */
+void kdt_cache_job_free(kdt_publish_job *job);
+/* Frees a job inherited over fork() without publishing it or releasing
+ * its lock: both are the parent's (kdt_cache_lock_forget). */
+void kdt_cache_job_discard(kdt_publish_job *job);
+
+/* Hands `job` to the process's publishing thread (started on the first
+ * call).  Returns 0 when it was queued (the thread now owns it), -1 when
+ * the caller must run it itself: the queue is full
+ * (KDT_CACHE_QUEUE_MAX jobs waiting), the thread cannot be started, or the
+ * library is being unloaded. */
+int kdt_cache_async_submit(kdt_publish_job *job);
+#define KDT_CACHE_QUEUE_MAX 64
+/* The publishing thread's name (/proc/<pid>/task/<tid>/comm). */
+#define KDT_CACHE_THREAD_NAME "kdtree-publish"
+
+/* A child's copy of a lock its parent holds, after fork(): closes the
+ * child's descriptor and frees the handle, but neither unlocks nor unlinks
+ * (see cache_lock.c). */
+void kdt_cache_lock_forget(kdt_cache_lock *lock);
 
 /* This host's name reduced to [A-Za-z0-9-] (at most 40 characters), as it
  * appears in temp names. */

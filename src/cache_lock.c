@@ -12,6 +12,25 @@
  * a newcomer creates a fresh file and locks that); it is closed by checking,
  * after locking, that the path still names the inode we hold, and starting
  * over when it does not.
+ *
+ * Who releases: the thread that compiled hands the lock, with the entry,
+ * to the process's publishing thread (cache_async.c), which releases it
+ * once the entry is durable.  That is fine for flock: the lock belongs to
+ * the open file description, not to a thread, so any thread of the
+ * process may close it.
+ *
+ * fork(): a child gets copies of the descriptors of every lock its parent
+ * holds, and a copy refers to the same open file description, so the same
+ * flock.  LOCK_UN through the copy would drop the parent's lock, and
+ * unlinking the file would let a newcomer lock a fresh inode, both while
+ * the parent is still compiling or publishing: a second compile of the key.
+ * So a child never releases an inherited lock; kdt_cache_lock_forget()
+ * just closes its copy (the lock stays with the parent's descriptor).  A
+ * lock that another thread of the parent held mid-compile at the fork is
+ * unknown to the child, whose copy of it then stays open until the child
+ * exits; that blocks nobody: the parent unlinks the file when it releases,
+ * and a waiter opens the path afresh on every try (the loop below), so it
+ * locks a new inode instead of waiting on the child's copy.
  */
 #include "config.h"
 
@@ -170,6 +189,17 @@ kdt_cache_lock_release(kdt_cache_lock *lock)
         return;
     /* Unlink while still holding it; see the comment at the top. */
     (void)unlink(lock->path);
+    close(lock->fd);
+    free(lock->path);
+    free(lock);
+}
+
+void
+kdt_cache_lock_forget(kdt_cache_lock *lock)
+{
+    if (!lock)
+        return;
+    /* Close only: no LOCK_UN, no unlink (see the comment at the top). */
     close(lock->fd);
     free(lock->path);
     free(lock);

@@ -7,6 +7,8 @@
  * (the directory is not fsync'ed: see kdt_cache_publish).  A
  * process killed before the rename leaves only a temp file, which readers
  * never open (different name) and kdt_cache_sweep_temps() removes.
+ * On the miss path this runs on the publishing thread (cache_async.c), so
+ * it reads no environment and sets no last error.
  */
 #include "config.h"
 
@@ -99,8 +101,8 @@ kdt_cache_host_tag(char *out, size_t size)
     out[j] = '\0';
 }
 
-static unsigned long
-publish_delay_us(void)
+unsigned long
+kdt_cache_publish_delay_us(void)
 {
     const char *v = getenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
     return v ? strtoul(v, NULL, 10) : 0;
@@ -108,13 +110,13 @@ publish_delay_us(void)
 
 int
 kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
-                  size_t size, int durable, char *why, size_t why_size)
+                  size_t size, int durable, unsigned long delay,
+                  char *why, size_t why_size)
 {
     static atomic_ulong counter;
     char hex[33], host[48], w[160];
     char *dir = NULL, *tmp = NULL, *fin = NULL;
     struct stat st;
-    unsigned long delay;
     size_t len;
     int fd = -1, saved, created = 0;
 
@@ -163,7 +165,6 @@ kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
         goto fail;
     }
     created = 1;
-    delay = publish_delay_us();
     if (delay && size > 1) {
         if (write_all(fd, data, size / 2) != 0)
             goto write_fail;

@@ -396,17 +396,29 @@ kdt_kernel_obtain(int id, const int64_t *vals, const char *target, int kind,
     }
     st = compile(nv, id, vals, target, kind, out);
     if (st == KDTREE_OK) {
-        st = kdt_cache_store(&key, pre.text, pre.len, out);
-        if (st == KDTREE_OK) {
-            kdt_preimage alias_pre;
-            if (build_preimage(id, vals, target, NULL, &alias_pre) == 0) {
-                kdt_key alias = kdt_key_of(alias_pre.text, alias_pre.len);
-                const char *v = kdt_nvrtc_version(nv);
-                kdt_blob vb = {(void *)v, strlen(v), KDT_PAYLOAD_ALIAS};
-                kdt_cache_store(&alias, alias_pre.text, alias_pre.len, &vb);
-                kdt_preimage_free(&alias_pre);
-            }
+        /* The entry and its alias go into this process's memory now; their
+         * disk publish, and the lock, go to the publishing thread, which
+         * releases the lock once the entry is durable (cache_async.c): the
+         * caller does not wait for the fsync, and a process waiting on the
+         * lock still finds the whole entry. */
+        kdt_cache_item items[2] = {{&key, pre.text, pre.len, out}};
+        int n = 1;
+        kdt_preimage alias_pre;
+        kdt_key alias;
+        kdt_blob vb;
+        int have_alias = build_preimage(id, vals, target, NULL,
+                                        &alias_pre) == 0;
+        if (have_alias) {
+            const char *v = kdt_nvrtc_version(nv);
+            alias = kdt_key_of(alias_pre.text, alias_pre.len);
+            vb = (kdt_blob){(void *)v, strlen(v), KDT_PAYLOAD_ALIAS};
+            items[n++] = (kdt_cache_item){&alias, alias_pre.text,
+                                          alias_pre.len, &vb};
         }
+        st = kdt_cache_store_async(items, n, lock);
+        lock = NULL; /* taken over */
+        if (have_alias)
+            kdt_preimage_free(&alias_pre);
         if (st != KDTREE_OK)
             kdt_blob_free(out);
     }

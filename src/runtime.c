@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "error.h"
 #include "compiler.h"
 #include "runtime.h"
@@ -112,6 +113,10 @@ kdtree_runtime_destroy(kdtree_runtime *rt)
     d->primary_ctx_release(rt->dev);
     pthread_mutex_destroy(&rt->load_lock);
     free(rt);
+    /* What this runtime compiled is on disk when destroy returns (the
+     * publishing thread may still hold it): a caller may remove the cache
+     * directory or start another process next. */
+    kdt_cache_flush();
 }
 
 KDT_EXPORT const char *
