@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cache_testutil.h"
 #include "error.h"
+#include "kdtree.h"
 
 char ct_base[256];
 char ct_user[300];
@@ -63,6 +65,8 @@ ct_rm_rf(const char *path)
 void
 ct_teardown(void)
 {
+    /* A publish still queued would recreate the tree being removed. */
+    kdt_cache_flush();
     if (ct_base[0])
         ct_rm_rf(ct_base);
     ct_base[0] = '\0';
@@ -183,6 +187,61 @@ ct_write_entry(const char *path, const kdt_key *key, const char *pre,
     ck_assert_int_eq(kdt_entry_encode(key, pre, pre_len, blob, &enc, &n), 0);
     ck_assert_int_eq(ct_write(path, enc, n, 0600), 0);
     free(enc);
+}
+
+int
+ct_count_log_lines(void (*fn)(void), const char *needle)
+{
+    char path[400], line[4096];
+    int saved, fd, n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/stderr.txt", ct_base);
+    fflush(stderr);
+    saved = dup(2);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, 2);
+    close(fd);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+void
+ct_unwritable_dir(void)
+{
+    char file[300], dir[400];
+
+    snprintf(file, sizeof file, "%s/plain-file", ct_base);
+    ck_assert_int_eq(ct_write(file, "x", 1, 0600), 0);
+    snprintf(dir, sizeof dir, "%s/cache", file);
+    setenv("KDTREE_CACHE_DIR", dir, 1);
+}
+
+int
+ct_nvrtc_available(const char *kernel, const char *shape)
+{
+    pid_t pid = fork();
+    int status;
+
+    if (pid == 0) {
+        int32_t cached;
+        setenv("KDTREE_CACHE", "off", 1);
+        _exit(shape && kdtree_compile(&cached, "sm_90", kernel, shape) == 0
+                  ? 0 : 1);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 TCase *

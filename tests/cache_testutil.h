@@ -43,6 +43,17 @@ void ct_write_entry(const char *path, const kdt_key *key, const char *pre,
 /* mkdir -p with 0700. */
 void ct_mkdirs(const char *path);
 
+/* Runs fn() with this process's stderr captured; returns how many lines
+ * it wrote that contain `needle`. */
+int ct_count_log_lines(void (*fn)(void), const char *needle);
+/* Points KDTREE_CACHE_DIR below a regular file of ct_base: a directory
+ * that cannot be created (ENOTDIR, which stops root too; chmod does not,
+ * and CI runs as root). */
+void ct_unwritable_dir(void);
+/* Whether NVRTC loads and compiles `kernel` at `shape` for sm_90, asked in
+ * a child (cache off) so the calling process stays clean. */
+int ct_nvrtc_available(const char *kernel, const char *shape);
+
 /* A test case with the ct_setup/ct_teardown fixture and a timeout. */
 TCase *ct_tcase(const char *name, int timeout_s);
 /* Runs `tc` as suite `name` (each test forked); EXIT_SUCCESS or

@@ -771,33 +771,6 @@ END_TEST
 
 /* Runs `fn` with stderr captured; returns the number of lines holding
  * `needle`. */
-static int
-count_log_lines(void (*fn)(void), const char *needle)
-{
-    char path[400], line[4096];
-    int saved, fd, n = 0;
-    FILE *f;
-
-    snprintf(path, sizeof path, "%s/stderr.txt", ct_base);
-    fflush(stderr);
-    saved = dup(2);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    dup2(fd, 2);
-    close(fd);
-    fn();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, needle))
-            n++;
-    fclose(f);
-    return n;
-}
-
 static void
 store_three(void)
 {
@@ -823,23 +796,16 @@ store_three(void)
 
 START_TEST(test_unwritable_dir_warns_once)
 {
-    char file[300], dir[400];
-
-    /* Below a regular file: ENOTDIR, which stops root too (chmod does
-     * not, and CI runs as root). */
-    snprintf(file, sizeof file, "%s/plain-file", ct_base);
-    ck_assert_int_eq(ct_write(file, "x", 1, 0600), 0);
-    snprintf(dir, sizeof dir, "%s/cache", file);
-    setenv("KDTREE_CACHE_DIR", dir, 1);
+    ct_unwritable_dir();
     setenv("KDTREE_LOG", "warn", 1);
     kdt_log_reload();
-    ck_assert_int_eq(count_log_lines(store_three, "kdtree: warn:"), 1);
+    ck_assert_int_eq(ct_count_log_lines(store_three, "kdtree: warn:"), 1);
     /* Still nothing on the next batch: once per process. */
-    ck_assert_int_eq(count_log_lines(store_three, "kdtree: warn:"), 0);
+    ck_assert_int_eq(ct_count_log_lines(store_three, "kdtree: warn:"), 0);
     /* At info level the later failures are still explained. */
     setenv("KDTREE_LOG", "info", 1);
     kdt_log_reload();
-    ck_assert_int_ge(count_log_lines(store_three, "not published"), 3);
+    ck_assert_int_ge(ct_count_log_lines(store_three, "not published"), 3);
 }
 END_TEST
 

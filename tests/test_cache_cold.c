@@ -175,32 +175,13 @@ START_TEST(test_cold_start_compiles_once)
 }
 END_TEST
 
-/* Whether NVRTC loads, asked in a child so this process stays clean. */
-static int
-nvrtc_available(void)
-{
-    pid_t pid = fork();
-    int status;
-
-    if (pid == 0) {
-        int32_t cached;
-        const char *shape = kdtree_kernel_default_shape(KERNEL);
-        setenv("KDTREE_CACHE", "off", 1);
-        _exit(shape && kdtree_compile(&cached, "sm_90", KERNEL, shape) == 0
-                  ? 0 : 1);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return 0;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 int
 main(void)
 {
     TCase *tc;
 
     pick_kernels();
-    if (!nvrtc_available()) {
+    if (!ct_nvrtc_available(KERNEL, kdtree_kernel_default_shape(KERNEL))) {
         printf("test_cache_cold: NVRTC unavailable (or %s does not "
                "compile): skipped\n", KERNEL);
         return 77;

@@ -1,0 +1,506 @@
+/*
+ * test_cache_async.c: the miss path's background publish (cache_async.c)
+ * with real NVRTC compiles (compile-only for sm_90, no GPU).
+ *
+ * Most tests slow the publish down with the test hook
+ * KDTREE_CACHE_TEST_PUBLISH_DELAY_US (a sleep between the halves of each
+ * entry file), so that a publish is still in flight when the test looks:
+ * that is what lets them fail when a flush does not wait, when a caller
+ * publishes synchronously after all, or when the lock is let go early.
+ * Children that could deadlock run under alarm(), so a hang fails the test
+ * instead of stopping the suite.  Skipped (77) without NVRTC.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cache_admin.h"
+#include "cache_testutil.h"
+#include "error.h"
+#include "kdtree.h"
+#include "kernels.h"
+
+#define KERNEL "tree_accept"
+#define TARGET "sm_90"
+
+/* A shape of KERNEL for TARGET and its full key. */
+typedef struct kshape {
+    int id;
+    int64_t vals[KDT_MAX_CONSTS];
+    kdt_key key;
+} kshape;
+
+static void
+shape_of(kshape *k, const char *shape)
+{
+    kdt_preimage pre;
+
+    k->id = kdt_kernel_find(KERNEL);
+    ck_assert_int_ge(k->id, 0);
+    ck_assert_int_eq(kdt_shape_parse(k->id, shape, k->vals), KDTREE_OK);
+    ck_assert_int_eq(kdt_kernel_key(k->id, k->vals, TARGET, NULL, &pre,
+                                    &k->key), KDTREE_OK);
+    kdt_preimage_free(&pre);
+}
+
+/* The miss path as kdtree_prepare and kdtree_compile take it. */
+static int
+obtain(const kshape *k, kdt_blob *out, int *from)
+{
+    return kdt_kernel_obtain(k->id, k->vals, TARGET, KDT_PAYLOAD_CUBIN, out,
+                             from);
+}
+
+/* 1 when a valid entry for `key` is in the user's directory (with payload
+ * `want`, when not NULL), 0 when there is none, -1 when there is one that
+ * does not verify.  No ck_assert: children call it too. */
+static int
+entry_state(const kdt_key *key, const kdt_blob *want)
+{
+    char hex[33], path[600], why[200];
+    kdt_entry_view v;
+    void *buf;
+    size_t size;
+    int r;
+
+    kdt_key_hex(key, hex);
+    snprintf(path, sizeof path, "%s/v%d/%s.kdt", ct_user, KDT_CACHE_FORMAT,
+             hex);
+    r = kdt_cache_read_file(path, 0, &buf, &size, why, sizeof why);
+    if (r == 1)
+        return 0;
+    if (r != 0)
+        return -1;
+    r = kdt_entry_decode(buf, size, key, &v, why, sizeof why) == 0 ? 1 : -1;
+    if (r == 1 && want
+        && (v.payload_size != want->size
+            || memcmp(v.payload, want->data, want->size) != 0))
+        r = -1;
+    free(buf);
+    return r;
+}
+
+/* How many entries (entries and aliases) the user's directory holds. */
+static size_t
+n_entries(void)
+{
+    char dir[400];
+    kdt_cache_file *f;
+    size_t n;
+
+    snprintf(dir, sizeof dir, "%s/v%d", ct_user, KDT_CACHE_FORMAT);
+    ck_assert_int_eq(kdt_cache_scan(dir, &f, &n), 0);
+    kdt_cache_scan_free(f, n);
+    return n;
+}
+
+/* 1 when nobody holds `key`'s lock (taken and released at once), 0 when
+ * someone does.  No ck_assert: children call it too. */
+static int
+lock_free(const kdt_key *key)
+{
+    kdt_cache_lock *l;
+
+    setenv("KDTREE_CACHE_LOCK_TIMEOUT", "0", 1);
+    l = kdt_cache_lock_acquire(key);
+    unsetenv("KDTREE_CACHE_LOCK_TIMEOUT");
+    kdt_cache_lock_release(l);
+    return l != NULL;
+}
+
+static void
+slow_publish(unsigned long us)
+{
+    char v[32];
+
+    snprintf(v, sizeof v, "%lu", us);
+    setenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US", v, 1);
+}
+
+/* How many publishing threads this process has (by name: sanitizers and
+ * NVRTC may have threads of their own). */
+static int
+n_workers(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    char path[300], comm[64];
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d))) {
+        FILE *f;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread just ended */
+        if (fgets(comm, sizeof comm, f)
+            && strncmp(comm, KDT_CACHE_THREAD_NAME,
+                       strlen(KDT_CACHE_THREAD_NAME)) == 0)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static uint64_t
+compiles(void)
+{
+    kdtree_cache_stats_t s;
+
+    ck_assert_int_eq(kdtree_cache_stats(&s), KDTREE_OK);
+    return s.compiles;
+}
+
+static int
+wait_exit_code(pid_t pid)
+{
+    int status;
+
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status), "child killed by signal %d%s",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+                  WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
+                      ? " (SIGALRM: it hung)" : "");
+    return WEXITSTATUS(status);
+}
+
+/* In a child: dies by SIGALRM after `s` seconds, so a hang fails the test.
+ * Check's own SIGALRM handler (inherited over fork) would kill the whole
+ * process group instead, the test included: put the default back first. */
+static void
+hang_guard(unsigned s)
+{
+    signal(SIGALRM, SIG_DFL);
+    alarm(s);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* The caller gets its blob (and this process a memory hit) before the
+ * publish is done; the lock stays with the publish until the entry is
+ * durable; the flush waits for both. */
+START_TEST(test_obtain_returns_before_publish)
+{
+    kshape k;
+    kdt_blob got, mem;
+    int from;
+
+    shape_of(&k, "N_MAX=65,L=15");
+    slow_publish(400000);
+    kdtree_cache_stats_reset();
+    ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
+    ck_assert_int_eq(from, KDT_FROM_NONE);
+    ck_assert_uint_eq(compiles(), 1);
+    /* Still being written (0.4 s a half): not on disk, lock held. */
+    ck_assert_int_eq(entry_state(&k.key, NULL), 0);
+    ck_assert_int_eq(lock_free(&k.key), 0);
+    /* This process hits memory at once. */
+    ck_assert_int_eq(kdt_cache_lookup(&k.key, NULL, 0, &mem, &from), 1);
+    ck_assert_int_eq(from, KDT_FROM_MEMORY);
+    ck_assert(mem.size == got.size
+              && memcmp(mem.data, got.data, got.size) == 0);
+    kdt_blob_free(&mem);
+
+    kdt_cache_flush();
+    ck_assert_int_eq(entry_state(&k.key, &got), 1);
+    ck_assert_uint_eq(n_entries(), 2); /* the entry and its alias */
+    ck_assert_int_eq(lock_free(&k.key), 1);
+    ck_assert_uint_eq(compiles(), 1);
+    kdt_blob_free(&got);
+}
+END_TEST
+
+/* kdt_cache_memory_clear() flushes first: a second "process view" (an
+ * empty memory layer) then finds the entry on disk, without compiling. */
+START_TEST(test_memory_clear_then_disk)
+{
+    kshape k;
+    kdt_blob got, again;
+    int from;
+
+    shape_of(&k, "N_MAX=65,L=15");
+    slow_publish(200000);
+    kdtree_cache_stats_reset();
+    ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
+    kdt_cache_memory_clear();
+    ck_assert_int_eq(entry_state(&k.key, &got), 1);
+    ck_assert_int_eq(obtain(&k, &again, &from), KDTREE_OK);
+    ck_assert_int_eq(from, KDT_FROM_USER);
+    ck_assert(again.size == got.size
+              && memcmp(again.data, got.data, got.size) == 0);
+    ck_assert_uint_eq(compiles(), 1);
+    kdt_blob_free(&got);
+    kdt_blob_free(&again);
+}
+END_TEST
+
+/* kdtree_compile() returns with the entry on disk. */
+START_TEST(test_compile_is_durable)
+{
+    kshape k;
+    int32_t cached = -1;
+
+    shape_of(&k, "N_MAX=65,L=15");
+    slow_publish(200000);
+    ck_assert_int_eq(kdtree_compile(&cached, TARGET, KERNEL,
+                                    "N_MAX=65,L=15"), KDTREE_OK);
+    ck_assert_int_eq(cached, 0);
+    ck_assert_int_eq(entry_state(&k.key, NULL), 1);
+    ck_assert_uint_eq(n_entries(), 2);
+    /* A hit in memory still leaves nothing pending. */
+    ck_assert_int_eq(kdtree_compile(&cached, TARGET, KERNEL,
+                                    "N_MAX=65,L=15"), KDTREE_OK);
+    ck_assert_int_eq(cached, 1);
+}
+END_TEST
+
+/* Another process waiting on the key's lock gets it only once the entry
+ * (and its alias) are complete on disk. */
+START_TEST(test_waiter_finds_complete_entry)
+{
+    kshape k;
+    kdt_blob got;
+    int from;
+    pid_t pid;
+
+    shape_of(&k, "N_MAX=65,L=15");
+    slow_publish(300000);
+    ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kdt_cache_lock *l;
+        int st;
+        hang_guard(60);
+        setenv("KDTREE_CACHE_LOCK_TIMEOUT", "50", 1);
+        l = kdt_cache_lock_acquire(&k.key);
+        if (!l)
+            _exit(2);
+        st = entry_state(&k.key, &got);
+        kdt_cache_lock_release(l);
+        _exit(st == 1 ? 0 : 3);
+    }
+    ck_assert_int_eq(wait_exit_code(pid), 0);
+    kdt_cache_flush();
+    kdt_blob_free(&got);
+}
+END_TEST
+
+/* fork() while a publish is in flight: the child neither hangs (queue
+ * mutex, a worker it would wrongly believe in) nor releases the parent's
+ * lock, and publishes its own compiles; the parent's entry still lands. */
+START_TEST(test_fork_during_publish)
+{
+    kshape k, k2, k3;
+    kdt_blob got;
+    int from;
+    pid_t pid;
+
+    shape_of(&k, "N_MAX=65,L=15");
+    shape_of(&k2, "N_MAX=64,L=15");
+    shape_of(&k3, "N_MAX=63,L=15");
+    slow_publish(1000000);
+    ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
+    ck_assert_int_eq(entry_state(&k.key, NULL), 0);
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kdt_blob b2;
+        int32_t cached;
+        hang_guard(60);
+        /* The parent's lock is the parent's: still held. */
+        if (lock_free(&k.key))
+            _exit(2);
+        unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
+        if (obtain(&k2, &b2, &from) != KDTREE_OK || from != KDT_FROM_NONE)
+            _exit(3);
+        kdt_cache_flush();
+        if (entry_state(&k2.key, &b2) != 1)
+            _exit(4);
+        kdt_blob_free(&b2);
+        if (kdtree_compile(&cached, TARGET, KERNEL, "N_MAX=63,L=15")
+                != KDTREE_OK
+            || cached != 0 || entry_state(&k3.key, NULL) != 1)
+            _exit(5);
+        kdt_cache_memory_clear();
+        /* exit(), not _exit(): the destructor stops the child's worker. */
+        exit(0);
+    }
+    ck_assert_int_eq(wait_exit_code(pid), 0);
+    kdt_cache_flush();
+    ck_assert_int_eq(entry_state(&k.key, &got), 1);
+    ck_assert_int_eq(lock_free(&k.key), 1);
+    ck_assert_int_eq(entry_state(&k2.key, NULL), 1);
+    ck_assert_uint_eq(n_entries(), 6); /* three entries, three aliases */
+    kdt_blob_free(&got);
+}
+END_TEST
+
+/* A normal exit without any flush still publishes (the destructor). */
+START_TEST(test_exit_publishes)
+{
+    kshape k;
+    pid_t pid;
+
+    shape_of(&k, "N_MAX=65,L=15");
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kdt_blob b;
+        int from;
+        hang_guard(60);
+        slow_publish(300000);
+        if (obtain(&k, &b, &from) != KDTREE_OK || from != KDT_FROM_NONE)
+            _exit(2);
+        if (entry_state(&k.key, NULL) != 0)
+            _exit(3); /* published before returning: the test proves nothing */
+        exit(0);
+    }
+    ck_assert_int_eq(wait_exit_code(pid), 0);
+    ck_assert_int_eq(entry_state(&k.key, NULL), 1);
+    ck_assert_uint_eq(n_entries(), 2);
+}
+END_TEST
+
+static void
+obtain_two_and_flush(void)
+{
+    static const char *shapes[] = {"N_MAX=65,L=15", "N_MAX=64,L=15"};
+    for (int i = 0; i < 2; i++) {
+        kshape k;
+        kdt_blob b;
+        int from;
+        shape_of(&k, shapes[i]);
+        kdt_clear_error();
+        ck_assert_int_eq(obtain(&k, &b, &from), KDTREE_OK);
+        kdt_blob_free(&b);
+        kdt_cache_flush();
+        /* The worker's failure is nobody's last error. */
+        ck_assert_str_eq(kdtree_last_error(), "");
+        ck_assert_int_eq(kdt_cache_lookup(&k.key, NULL, 0, &b, &from), 1);
+        ck_assert_int_eq(from, KDT_FROM_MEMORY);
+        kdt_blob_free(&b);
+        ck_assert_int_eq(lock_free(&k.key), 1);
+    }
+}
+
+/* An unwritable directory: one warning from the worker, then memory only;
+ * the callers succeed. */
+START_TEST(test_unwritable_dir_warns_once)
+{
+    ct_unwritable_dir();
+    setenv("KDTREE_LOG", "warn", 1);
+    kdt_log_reload();
+    ck_assert_int_eq(ct_count_log_lines(obtain_two_and_flush,
+                                        "kdtree: warn:"), 1);
+}
+END_TEST
+
+/* off and readonly: nothing queued, no thread started, lock released at
+ * once; readwrite then starts exactly one publishing thread, which stays
+ * the only one. */
+START_TEST(test_modes_start_no_worker)
+{
+    static const char *modes[] = {"off", "readonly"};
+    static const char *shapes[] = {"N_MAX=65,L=15", "N_MAX=64,L=15"};
+    kshape k;
+    kdt_blob b;
+    int from;
+
+    for (int i = 0; i < 2; i++) {
+        setenv("KDTREE_CACHE", modes[i], 1);
+        shape_of(&k, shapes[i]);
+        ck_assert_int_eq(obtain(&k, &b, &from), KDTREE_OK);
+        kdt_blob_free(&b);
+        ck_assert_int_eq(lock_free(&k.key), 1);
+        ck_assert_int_eq(n_workers(), 0);
+        kdt_cache_flush();
+    }
+    unsetenv("KDTREE_CACHE");
+    ck_assert_int_eq(entry_state(&k.key, NULL), 0);
+    ck_assert_uint_eq(n_entries(), 0);
+    for (int i = 0; i < 2; i++) {
+        shape_of(&k, i ? "N_MAX=62,L=15" : "N_MAX=63,L=15");
+        ck_assert_int_eq(obtain(&k, &b, &from), KDTREE_OK);
+        kdt_blob_free(&b);
+        ck_assert_int_eq(n_workers(), 1);
+        kdt_cache_flush();
+        ck_assert_int_eq(entry_state(&k.key, NULL), 1);
+    }
+}
+END_TEST
+
+/* More than KDT_CACHE_QUEUE_MAX publishes waiting: the caller publishes
+ * itself instead of growing the queue. */
+START_TEST(test_queue_is_bounded)
+{
+    enum { N = KDT_CACHE_QUEUE_MAX + 6 };
+    kdt_preimage p[N];
+    kdt_key key[N];
+    kdt_blob b = ct_blob(4096, 7);
+    char name[32];
+
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "k%d", i);
+        ct_preimage(&p[i], name, TARGET, &key[i]);
+    }
+    /* The first publish holds the worker up for a second... */
+    slow_publish(1000000);
+    kdt_cache_item it = {&key[0], p[0].text, p[0].len, &b};
+    ck_assert_int_eq(kdt_cache_store_async(&it, 1, NULL), 0);
+    unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
+    /* ...while the rest are stored: the queue fills, then the callers
+     * publish themselves. */
+    for (int i = 1; i < N; i++) {
+        kdt_cache_item e = {&key[i], p[i].text, p[i].len, &b};
+        ck_assert_int_eq(kdt_cache_store_async(&e, 1, NULL), 0);
+    }
+    ck_assert_int_eq(entry_state(&key[1], NULL), 0);  /* queued */
+    ck_assert_int_eq(entry_state(&key[N - 1], &b), 1); /* published here */
+    kdt_cache_flush();
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(entry_state(&key[i], &b), 1);
+        kdt_preimage_free(&p[i]);
+    }
+    kdt_blob_free(&b);
+}
+END_TEST
+
+int
+main(void)
+{
+    TCase *tc;
+
+    if (!ct_nvrtc_available(KERNEL, "N_MAX=2,L=1")) {
+        printf("test_cache_async: NVRTC unavailable: skipped\n");
+        return 77;
+    }
+    tc = ct_tcase("async", 180);
+    tcase_add_test(tc, test_obtain_returns_before_publish);
+    tcase_add_test(tc, test_memory_clear_then_disk);
+    tcase_add_test(tc, test_compile_is_durable);
+    tcase_add_test(tc, test_waiter_finds_complete_entry);
+    tcase_add_test(tc, test_fork_during_publish);
+    tcase_add_test(tc, test_exit_publishes);
+    tcase_add_test(tc, test_unwritable_dir_warns_once);
+    tcase_add_test(tc, test_modes_start_no_worker);
+    tcase_add_test(tc, test_queue_is_bounded);
+    return ct_run("cache_async", tc);
+}
