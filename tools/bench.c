@@ -797,7 +797,7 @@ bench_load_gpu(bench_ctx *b, int index)
     const char *name = kdtree_kernel_name(index);
     const char *shape = name ? kdtree_kernel_default_shape(name) : NULL;
     int id = name ? kdt_kernel_find(name) : -1;
-    int reps_cold = b->quick ? 1 : 3, reps_warm = b->quick ? 5 : 21;
+    int reps_cold = b->quick ? 1 : 7, reps_warm = b->quick ? 5 : 21;
     double cold[16], bare[16], cnv[16], warm[64], wload[64];
     int nc = 0, nb = 0, nw = 0, st = 0, kind = 0;
     int64_t vals[KDT_MAX_CONSTS];
