@@ -20,9 +20,10 @@
 // (16-byte loads, PREFETCH slots in flight).  The common slot costs about
 // five instructions a logit: the slot's maximum (packed bf16x2 max, NaN
 // propagating), two compares, and per logit the exp-sum (unpack, FFMA,
-// MUFU.EX2, FADD) against the thread's running maximum.  Two rare paths:
-//  - the slot's maximum is not below the running maximum, or is NaN: the
-//    slot is sanitised (NaN -> -inf) and folded with a rescale;
+// MUFU.EX2, FADD) against the thread's reference (a lazy maximum: see
+// LAZY).  Two rare paths:
+//  - the slot's maximum is over the reference's limit, or is NaN: the
+//    slot is sanitised (NaN -> -inf) and folded, moving the reference;
 //  - the slot's maximum reaches the block's threshold `thr` (the smallest
 //    logit of digit `lb`): its logits of digit >= lb are counted in a
 //    shared 4096-bin digit histogram and their keys appended to a shared
@@ -361,14 +362,25 @@ raise_lb(topk_smem &sm, int kc)
         sm.thr = thr_of(b);
 }
 
+// Lazy reference (natural-log units): a thread's exp-sum is kept relative
+// to a reference r, a logit it has seen, and r moves only when a slot's
+// maximum exceeds r + LAZY, so the common slot compares its maximum with
+// one limit and every term is at most e^11 ~ 2^16 (2^24 logits sum to at
+// most 2^40: no overflow).  The row's true maximum is subtracted at the
+// end (it is the best key's logit), as the spec says.
+constexpr float LAZY = 11.0f;
+
 struct row_state {
-    float run_m, run_s; // this thread's running max and sum of exp(x - max)
+    float run_m; // the reference r (-inf until a finite logit is seen)
+    float run_s; // sum of exp(x - r) over this thread's logits
+    float lim;   // r + LAZY; +inf when r is; NaN (every test fails) at -inf
 };
 
-// The rare fold: the slot holds NaN or a logit >= the running maximum.
-// x[] -> NaN-free (invalid entries are -inf already); returns its max.
+// The rare fold: the slot holds NaN, a logit above the limit, or the
+// thread has no reference yet.  x[] -> NaN-free (invalid entries are -inf
+// already); returns its max.
 __device__ __forceinline__ float
-fold_slow(topk_smem &sm, row_state &st, float *x)
+fold_slow(row_state &st, float *x)
 {
     const float L2E = 1.4426950408889634f;
 #pragma unroll
@@ -378,10 +390,10 @@ fold_slow(topk_smem &sm, row_state &st, float *x)
 #pragma unroll
     for (int i = 1; i < PER; i++)
         lm = fmaxf(lm, x[i]);
-    if (lm > st.run_m) {
+    if (lm > st.run_m && !(lm <= st.lim)) {
         st.run_s *= ex2((st.run_m - lm) * L2E);
         st.run_m = lm;
-        atomicMax(&sm.maxd, digit(lm));
+        st.lim = lm + LAZY; // +inf stays +inf
     }
     if (st.run_m != neg_inf()) {
         const float mb = st.run_m * L2E;
@@ -393,15 +405,15 @@ fold_slow(topk_smem &sm, row_state &st, float *x)
 }
 
 // One slot of pass 1: x[] as loaded (may hold NaN; invalid entries -inf),
-// m its maximum with NaN propagated.  Folds x into the running (max, sum)
-// and returns the slot's NaN-free maximum.
+// m its maximum with NaN propagated.  Folds x into the running (reference,
+// sum) and returns the slot's NaN-free maximum.
 __device__ __forceinline__ float
-fold(topk_smem &sm, row_state &st, float *x, float m)
+fold(row_state &st, float *x, float m)
 {
-    if (!(m < st.run_m))
-        return fold_slow(sm, st, x);
-    // Common case: every logit below the running maximum (which is
-    // therefore finite or +inf, never -inf), no NaN.
+    if (!(m <= st.lim))
+        return fold_slow(st, x);
+    // Common case: no NaN, every logit at most the limit (the reference
+    // is finite or +inf, never -inf).
     const float L2E = 1.4426950408889634f;
     const float mb = st.run_m * L2E;
 #pragma unroll
@@ -411,16 +423,19 @@ fold(topk_smem &sm, row_state &st, float *x, float m)
 }
 
 // Count and append the logits of x[] (NaN-free; ids id0 + i, `valid`
-// bits) whose digit is >= lb.  Per lane, no warp collective: only the
-// lanes holding a candidate run it, and there are few (~K ln(steps) a
-// chunk), so two shared atomics a candidate cost less than a warp-wide
-// prefix sum on every step some lane has one.
+// bits) that reach thr (thr_of of some lb ever set, so every logit of
+// digit >= the final lb is among them; the few below it only add counts
+// to bins under lb, which no search reads).  lm: their max.  Per lane,
+// no warp collective: only the lanes holding a candidate run it, and
+// there are few (~K ln(steps) a chunk), so two shared atomics a candidate
+// cost less than a warp-wide prefix sum on every step some lane has one.
 __device__ __forceinline__ void
-keep(topk_smem &sm, const float *x, int id0, unsigned valid, int lb)
+keep(topk_smem &sm, const float *x, int id0, unsigned valid, float lm, float thr)
 {
+    atomicMax(&sm.maxd, digit(lm));
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        if (((valid >> i) & 1u) && digit(x[i]) >= lb) {
+        if (((valid >> i) & 1u) && x[i] >= thr) {
             const u64 c = ckey(x[i], id0 + i);
             const int at = atomicAdd(&sm.cnt, 1);
             if (at < CAP)
@@ -553,6 +568,15 @@ for_row(const row_layout &L, F f)
     f(x, id, valid);
 }
 
+// sum * e^(ref - M): a (reference, sum) pair moved to the row's max M
+// (ref <= M: a reference is a logit of the row).  0 for ref = -inf.
+__device__ __forceinline__ float
+rescaled(float ref, float sum, float M)
+{
+    const float L2E = 1.4426950408889634f;
+    return ref == neg_inf() ? 0.0f : sum * ex2((ref - M) * L2E);
+}
+
 // Keys > c in a descending list of n unique keys (zero-padded).
 __device__ __forceinline__ int
 count_above(const u64 *list, int n, u64 c)
@@ -619,16 +643,18 @@ kdt_draft_topk(kdt_draft_topk_params p)
         sm.kept = 0;
     }
     __syncthreads();
-    row_state st = {neg_inf(), 0.0f};
+    row_state st = {neg_inf(), 0.0f, __int_as_float(0x7fffffff)};
 
     // Step 0 seeds lb from the slot maxima (see the top of the file), then
     // counts and appends the slot's logits at or above it.
     {
         float x[PER];
         const unsigned valid = tid < L.nslots ? 0xffu : 0u;
-        const float lm = fold(sm, st, x, unpack(first, x));
-        if (valid)
+        const float lm = fold(st, x, unpack(first, x));
+        if (valid) {
             atomicAdd(&sm.hist[digit(lm)], 1u);
+            atomicMax(&sm.maxd, digit(lm));
+        }
         __syncthreads();
         if (warp == 0)
             raise_lb(sm, kc);
@@ -637,7 +663,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             atomicAdd(&sm.hist[digit(lm)], ~0u); // -1 (mod 2^32): unseed
         __syncthreads();
         if (valid && lm >= sm.thr)
-            keep(sm, x, L.base + L.head + tid * PER, valid, sm.lb);
+            keep(sm, x, L.base + L.head + tid * PER, valid, lm, sm.thr);
     }
 
     // The rest of the chunk: no barrier.
@@ -648,13 +674,14 @@ kdt_draft_topk(kdt_draft_topk_params p)
             if (s < L.nsteps) { // uniform
                 const int j = s * THREADS + tid;
                 float x[PER];
-                const float lm = fold(sm, st, x, unpack(ring[q], x));
+                const float lm = fold(st, x, unpack(ring[q], x));
                 const int jn = j + PREFETCH * THREADS;
 #pragma unroll
                 for (int h = 0; h < CHUNKS; h++)
                     ring[q][h] = jn < L.nslots ? __ldg(L.body + jn * CHUNKS + h) : neg_slot();
-                if (j < L.nslots && lm >= vload(&sm.thr))
-                    keep(sm, x, L.base + L.head + j * PER, 0xffu, vload(&sm.lb));
+                const float thr = vload(&sm.thr);
+                if (j < L.nslots && lm >= thr)
+                    keep(sm, x, L.base + L.head + j * PER, 0xffu, lm, thr);
                 if ((s + warp) % RESCAN == 0)
                     raise_lb(sm, kc);
             }
@@ -664,9 +691,10 @@ kdt_draft_topk(kdt_draft_topk_params p)
         float x[PER];
         int id;
         const unsigned valid = edge_slot(L, x, &id);
-        const float lm = fold(sm, st, x, x[0]);
-        if (valid && lm >= vload(&sm.thr))
-            keep(sm, x, id, valid, vload(&sm.lb));
+        const float lm = fold(st, x, x[0]);
+        const float thr = vload(&sm.thr);
+        if (valid && lm >= thr)
+            keep(sm, x, id, valid, lm, thr);
     }
 
     // This chunk's (max, sum): combine the threads' (max, sum).
@@ -818,8 +846,9 @@ kdt_draft_topk(kdt_draft_topk_params p)
     }
 
     if (S == 1) {
-        // The block is the row: buf[0..K) is the answer.
-        const float M = sm.part_m, log_s = logf(sm.part_s);
+        // The block is the row: buf[0..K) is the answer, buf[0] its max.
+        const float M = key_logit(sm.buf[0]);
+        const float log_s = logf(rescaled(sm.part_m, sm.part_s, M));
         for (int k = tid; k < K; k += THREADS) {
             const u64 key = sm.buf[k];
             const float x = key_logit(key);
@@ -854,13 +883,13 @@ kdt_draft_topk(kdt_draft_topk_params p)
     }
     __syncthreads();
     cluster_arrive(); // this block is done reading the others
+    // The row's max is the best of the lists' first keys (chunks are never
+    // empty, so no list is all padding).
     float M = neg_inf(), T = 0.0f;
     for (int j = 0; j < (int)S; j++)
-        M = fmaxf(M, sm.red_m[j]);
-    if (M != neg_inf())
-        for (int j = 0; j < (int)S; j++)
-            if (sm.red_m[j] != neg_inf())
-                T += sm.red_s[j] * ex2((sm.red_m[j] - M) * L2E);
+        M = fmaxf(M, key_logit(sm.buf[j * K]));
+    for (int j = 0; j < (int)S; j++)
+        T += rescaled(sm.red_m[j], sm.red_s[j], M);
     const float log_s = logf(T);
     for (int k = tid; k < kc; k += THREADS) {
         const u64 key = sm.buf[rank * K + k];
