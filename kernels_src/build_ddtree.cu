@@ -127,6 +127,12 @@ constexpr unsigned SMEM_BYTES =
 // cheap and measures the slope of the count.
 constexpr int MAX_ROUNDS = 12;
 constexpr float START_T = -4.0f;
+// Where in [B, CAP] the search aims, in log(count): 0 at B, 1 at CAP.
+#ifdef KDT_BD_AIM // the host emulator's experiments (tools/dev/emu)
+constexpr float AIM = KDT_BD_AIM;
+#else
+constexpr float AIM = 0.4f;
+#endif
 
 static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
               "tree fields are stored as 16-bit integers");
@@ -411,14 +417,27 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
         for (int j = tid; j < total; j += THREADS) {
             const int at = pe + j;
             // its parent: the last q with coff[q] <= at (that one has
-            // children, the ones before it with the same offset have none)
+            // children, the ones before it with the same offset have none).
+            // A four-way search: three independent loads a step, so half
+            // the dependent round trips of a binary search.  It keeps
+            // coff[l] <= at (coff[ps] = pe) and the answer in [l, h].
             int l = ps, h = pe - 1;
             while (l < h) {
-                const int m = (l + h + 1) >> 1;
-                if (e.coff[m] <= at)
-                    l = m;
-                else
-                    h = m - 1;
+                const int w = h - l;
+                const int m1 = l + (w + 3) / 4, m2 = l + (w + 1) / 2,
+                          m3 = h - w / 4; // l < m1 <= m2 <= m3 <= h
+                const int c1 = e.coff[m1], c2 = e.coff[m2], c3 = e.coff[m3];
+                if (c3 <= at) {
+                    l = m3;
+                } else if (c2 <= at) {
+                    l = m2;
+                    h = m3 - 1;
+                } else if (c1 <= at) {
+                    l = m1;
+                    h = m2 - 1;
+                } else {
+                    h = m1 - 1;
+                }
             }
             const int k = at - e.coff[l];
             e.score[at] = canon(e.score[l] + row[k]);
@@ -625,7 +644,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     float hi = 1.4e-45f; // nothing scores above 0
     bool hi_seen = false;
     float lhi = 0.0f, llo = 0.0f, slope = 1.0f;
-    const float lt = logf((float)B) + 0.4f * (logf((float)CAP) - logf((float)B));
+    const float lt = logf((float)B) + AIM * (logf((float)CAP) - logf((float)B));
     int last = 0, same = 0, n = -1, rounds = 0;
     for (; rounds < MAX_ROUNDS; rounds++) {
         float T;
