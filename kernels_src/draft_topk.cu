@@ -568,6 +568,20 @@ for_row(const row_layout &L, F f)
     f(x, id, valid);
 }
 
+// Compare-exchange pair i of a bitonic step (distance j, block size k,
+// both powers of two): descending where the block's k bit is 0.
+__device__ __forceinline__ void
+bitonic_step(u64 *buf, int i, int j, int k)
+{
+    const int lo = ((i & ~(j - 1)) << 1) | (i & (j - 1)), hi = lo + j;
+    const u64 a = buf[lo], b = buf[hi];
+    const bool desc = (lo & k) == 0;
+    if (desc ? (a < b) : (a > b)) {
+        buf[lo] = b;
+        buf[hi] = a;
+    }
+}
+
 // sum * e^(ref - M): a (reference, sum) pair moved to the row's max M
 // (ref <= M: a reference is a logit of the row).  0 for ref = -inf.
 __device__ __forceinline__ float
@@ -830,19 +844,27 @@ kdt_draft_topk(kdt_draft_topk_params p)
     for (int i = n + tid; i < P; i += THREADS)
         sm.buf[i] = 0ull;
     __syncthreads();
+    // Bitonic: a step of distance j >= 64 touches the whole buffer (block
+    // barrier); the steps of distance <= 32 that follow stay inside
+    // 64-key segments, one per warp (pairs i..i+31 of a 32-aligned run),
+    // so they need only __syncwarp: a sort of P keys has about log2(P)^2/2
+    // steps but only ~log2(P/64)^2/2 block barriers.
     for (int k = 2; k <= P; k <<= 1) {
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int i = tid; i < P / 2; i += THREADS) {
-                const int lo = 2 * j * (i / j) + (i % j), hi = lo + j;
-                const u64 a = sm.buf[lo], b = sm.buf[hi];
-                const bool desc = (lo & k) == 0;
-                if (desc ? (a < b) : (a > b)) {
-                    sm.buf[lo] = b;
-                    sm.buf[hi] = a;
-                }
-            }
+        int j = k >> 1;
+        for (; j >= 64; j >>= 1) {
+            for (int i = tid; i < P / 2; i += THREADS)
+                bitonic_step(sm.buf, i, j, k);
             __syncthreads();
         }
+        for (int base = warp * 32; base < P / 2; base += THREADS) {
+            const int i = base + lane;
+            for (int jj = j; jj > 0; jj >>= 1) {
+                if (i < P / 2)
+                    bitonic_step(sm.buf, i, jj, k);
+                __syncwarp();
+            }
+        }
+        __syncthreads();
     }
 
     if (S == 1) {
