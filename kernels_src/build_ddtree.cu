@@ -17,7 +17,16 @@
 // the prefixes that reach T level by level (a prefix's children that do
 // are a rank prefix of its row: one binary search, each score the very
 // f32 addition the loop makes), then sorts that set by (score, rank path)
-// and keeps the first B.  When no such finite T is found (-inf scores
+// and keeps the first B.  It is latency-bound (a block alone on its SM,
+// dependent shared-memory round trips between barriers), so large trees
+// get 1024 threads (see THREADS), the sort runs in registers (shuffles
+// for partners within a warp), a wide level of the enumeration costs
+// three barriers and a four-way parent search, and narrow ones (at most 32
+// parents) go to one warp.  On kdtree-bench's B = 512 requests
+// (tools/dev/emu/t_bench.cc) the search takes 2.2 rounds and ~13 levels
+// in all on average, the sort ~800 keys, ~52 block barriers in all (76
+// before narrow levels went to one warp).  When no such finite
+// T is found (-inf scores
 // needed, fewer prefixes than B, more ties at one score than CAP allows,
 // or too many rounds), it falls back to:
 //
@@ -56,8 +65,11 @@ constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 // about 1.5 + 0.4 B us on an H200 (7.8 us at B = 16, 26.9 at B = 64); the
 // threshold path about 6-8 us for small trees (two enumeration rounds of
 // a few levels at ~0.5 us each, a sort of a few hundred keys, the
-// well-formedness check): even at B = 16.
+// well-formedness check): even at B = 16.  (H200 figures measured with
+// 256 threads for every shape: 13.6 us at B = 64, 49-56 us at B = 512,
+// before the 1024-thread block and the register sort.)
 constexpr int LOOP_MAX_B = 16;
+// Global loads in flight per thread while the log-probs are copied in.
 constexpr int LOAD_BATCH = 8;
 
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
@@ -369,12 +381,99 @@ count_ge(const float *row, float s, float T)
     return lo;
 }
 
+// Element at of a level being written (its parents e[ps, pe), their
+// children's offsets in e.coff): find its parent, write it.
+__device__ __forceinline__ void
+write_child(const elems e, const float *row, int ps, int pe, int at, int d)
+{
+    // its parent: the last q with coff[q] <= at (that one has
+    // children, the ones before it with the same offset have none).
+    // A four-way search: three independent loads a step, so half
+    // the dependent round trips of a binary search.  It keeps
+    // coff[l] <= at (coff[ps] = pe) and the answer in [l, h].
+    int l = ps, h = pe - 1;
+    while (l < h) {
+        const int w = h - l;
+        const int m1 = l + (w + 3) / 4, m2 = l + (w + 1) / 2,
+                  m3 = h - w / 4; // l < m1 <= m2 <= m3 <= h
+        const int c1 = e.coff[m1], c2 = e.coff[m2], c3 = e.coff[m3];
+        if (c3 <= at) {
+            l = m3;
+        } else if (c2 <= at) {
+            l = m2;
+            h = m3 - 1;
+        } else if (c1 <= at) {
+            l = m1;
+            h = m2 - 1;
+        } else {
+            h = m1 - 1;
+        }
+    }
+    const int k = at - e.coff[l];
+    e.score[at] = canon(e.score[l] + row[k]);
+    e.par[at] = (short)l;
+    e.rank[at] = (short)k;
+    e.dep[at] = (short)d;
+    e.cnt[at] = 0;
+}
+
+// Levels with at most 32 parents, by warp 0 alone (lane i: parent
+// ps + i): a warp scan and __syncwarp instead of the block's scan and
+// barriers.  Goes on from level d (parents e[ps, pe)) while levels stay
+// that narrow; st gets d, ps and pe where it stopped (pe > CAP: the set
+// passed CAP), for the block to resume or finish.
+__device__ void
+warp_levels(float T, int Lr, const float *lps, const elems e, int d, int ps,
+            int pe, int *st)
+{
+    const int lane = threadIdx.x & 31;
+    for (; d <= Lr && pe > ps && pe - ps <= 32; d++) {
+        const float *row = lps + (d - 1) * K;
+        const int q = ps + lane;
+        const int c = q < pe ? count_ge(row, e.score[q], T) : 0;
+        int x = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= o)
+                x += y;
+        }
+        const int total = __shfl_sync(0xffffffffu, x, 31);
+        if (pe + total > CAP) {
+            pe += total;
+            break;
+        }
+        if (q < pe) {
+            e.cnt[q] = (short)c;
+            e.coff[q] = (short)(pe + x - c);
+        }
+        __syncwarp();
+        for (int j = lane; j < total; j += 32)
+            write_child(e, row, ps, pe, pe + j, d);
+        __syncwarp();
+#ifdef KDT_BD_LEVEL
+        if (lane == 0)
+            KDT_BD_LEVEL(T, d, pe - ps, total);
+#endif
+        ps = pe;
+        pe += total;
+    }
+    if (lane == 0) {
+        st[0] = d;
+        st[1] = ps;
+        st[2] = pe;
+    }
+}
+
 // All prefixes of depth <= Lr scoring >= T, level by level into e[0, n),
 // each level in rank-path order (parents in order, each one's children by
 // rank), and n returned -- or, when they would pass CAP, some number > CAP
 // and e holds nothing usable.  Block-wide; T uniform; ws holds two scan
-// buffers.  Three barriers a level: the level before is written, the scan,
-// the children's offsets are written.
+// buffers and three ints for warp_levels.  Three barriers a wide level:
+// the level before is written, the scan, the children's offsets are
+// written.  Narrow levels (at most 32 parents: the deep end of every
+// round, all of a first round's) go to warp 0 (warp_levels) while the
+// rest of the block waits at one barrier.
 __device__ int
 enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
 {
@@ -390,8 +489,21 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
         e.cnt[j] = 0;
     }
     int ps = 0, pe = c1;
+    int *st = ws + 2 * (THREADS / 32);
     for (int d = 2; d <= Lr && pe > ps; d++) {
-        __syncthreads(); // level d-1 is written
+        __syncthreads(); // level d-1 is written (and st read)
+        if (pe - ps <= 32) {
+            if (tid < 32)
+                warp_levels(T, Lr, lps, e, d, ps, pe, st);
+            __syncthreads();
+            const int d2 = st[0];
+            ps = st[1];
+            pe = st[2];
+            if (pe > CAP)
+                return pe;
+            d = d2 - 1; // the loop's d++: resume at d2 (a wide level)
+            continue;
+        }
         const float *row = lps + (d - 1) * K;
         const int n = pe - ps, chunk = (n + THREADS - 1) / THREADS;
         const int b0 = imin(ps + tid * chunk, pe), b1 = imin(b0 + chunk, pe);
@@ -414,38 +526,8 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
             off += e.cnt[q];
         }
         __syncthreads();
-        for (int j = tid; j < total; j += THREADS) {
-            const int at = pe + j;
-            // its parent: the last q with coff[q] <= at (that one has
-            // children, the ones before it with the same offset have none).
-            // A four-way search: three independent loads a step, so half
-            // the dependent round trips of a binary search.  It keeps
-            // coff[l] <= at (coff[ps] = pe) and the answer in [l, h].
-            int l = ps, h = pe - 1;
-            while (l < h) {
-                const int w = h - l;
-                const int m1 = l + (w + 3) / 4, m2 = l + (w + 1) / 2,
-                          m3 = h - w / 4; // l < m1 <= m2 <= m3 <= h
-                const int c1 = e.coff[m1], c2 = e.coff[m2], c3 = e.coff[m3];
-                if (c3 <= at) {
-                    l = m3;
-                } else if (c2 <= at) {
-                    l = m2;
-                    h = m3 - 1;
-                } else if (c1 <= at) {
-                    l = m1;
-                    h = m2 - 1;
-                } else {
-                    h = m1 - 1;
-                }
-            }
-            const int k = at - e.coff[l];
-            e.score[at] = canon(e.score[l] + row[k]);
-            e.par[at] = (short)l;
-            e.rank[at] = (short)k;
-            e.dep[at] = (short)d;
-            e.cnt[at] = 0;
-        }
+        for (int j = tid; j < total; j += THREADS)
+            write_child(e, row, ps, pe, pe + j, d);
 #ifdef KDT_BD_LEVEL // the host emulator's statistics (tools/dev/emu)
         if (tid == 0)
             KDT_BD_LEVEL(T, d, pe - ps, total);
@@ -942,7 +1024,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     float *slot_child_lp = slot_next_lp + N_MAX;
     int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
     __shared__ int s_nodes, s_bad;
-    __shared__ int s_ws[2 * (THREADS / 32)]; // enumerate's two scan buffers
+    __shared__ int s_ws[2 * (THREADS / 32) + 3]; // enumerate's scan buffers, warp_levels' state
 
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
