@@ -24,11 +24,11 @@
 // three barriers and a four-way parent search, and narrow ones (at most 32
 // parents) go to one warp.  On kdtree-bench's B = 512 requests
 // (tools/dev/emu/t_bench.cc) the search takes 2.2 rounds and ~13 levels
-// in all on average, the sort ~800 keys, ~52 block barriers in all (76
-// before narrow levels went to one warp).  When no such finite
-// T is found (-inf scores
-// needed, fewer prefixes than B, more ties at one score than CAP allows,
-// or too many rounds), it falls back to:
+// in all on average, the sort ~800 keys (padded to 1024 or 2048), ~52
+// block barriers in all (76 before narrow levels went to one warp).
+// When no such finite T is found (-inf scores needed, fewer prefixes
+// than B, more ties at one score than CAP allows, or too many rounds), it
+// falls back to:
 //
 // The loop (every other input).  Warp 0 runs the spec's loop itself, so
 // the output is the loop's for every input (unsorted rows, positive

@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh: the host emulation of draft_topk, build_ddtree and tree_accept
 # (one pthread per CUDA thread, barriers for __syncthreads and warp ops)
-# against tests/ref_ddtree.c at a few shapes.  For checking kernel logic
+# against tests/ref_ddtree.c at a few shapes, and build_ddtree on
+# realistic requests (t_bench.cc).  For checking kernel logic
 # on a machine without a GPU; it proves nothing about timing, and its
 # memory model is stronger than the GPU's.  Usage: tools/dev/emu/run.sh
 set -eu
@@ -28,10 +29,19 @@ for s in "1000 8 1" "1000 300 0" "20000 64 1" "4097 1024 0" "8193 1 1" "7 7 1" \
 done
 # build_ddtree: both paths (the threshold path needs N_MAX - 1 > 16):
 # L K N_MAX iterations; L = 1 and K = 1 included.
+# 1024 threads where N_MAX > 256 and the threshold path exists (300, 513,
+# 1024); N_MAX = 1025 never has it (the loop, 256 threads).
 for s in "15 64 65 12" "4 3 40 20" "1 8 9 10" "6 1 20 10" "3 2 1 5" \
-    "1 64 100 10" "30 1 40 10" "15 16 200 10" "5 40 300 8" "15 512 513 4"; do
+    "1 64 100 10" "30 1 40 10" "15 16 200 10" "5 40 300 8" "15 512 513 4" \
+    "8 300 1024 2" "4 1024 1025 2"; do
     set -- $s
     build t_build.cc t -DKDT_L=$1 -DKDT_K=$2 -DKDT_N_MAX=$3 -DITERS=$4 && "$tmp/t" || fail=1
+done
+# Realistic full-budget requests (kdtree-bench's, profile_case.py's):
+# bit-exact, with the search's rounds, levels and barriers.
+for s in "64 0 8" "512 0 8" "512 1 3"; do
+    set -- $s
+    build t_bench.cc t -DKDT_L=15 -DKDT_K=$1 -DKDT_N_MAX=$(($1 + 1)) && "$tmp/t" $2 $3 | tail -1 || fail=1
 done
 for s in "65 15" "1 1" "300 40"; do
     set -- $s
