@@ -325,6 +325,20 @@ struct elems {
     short *node, *coff, *cnt, *par, *rank, *dep;
 };
 
+// Inclusive prefix sum of v over the warp.
+__device__ __forceinline__ int
+warp_scan(int v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += y;
+    }
+    return v;
+}
+
 // Exclusive prefix sum of v over the block; total gets the sum.  Ends
 // with a barrier (so ws may be reused at once) when fence; without, ws
 // may be written again only after another barrier (enumerate alternates
@@ -333,13 +347,7 @@ __device__ __forceinline__ int
 block_scan(int v, int &total, int *ws, bool fence = true)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const int x = warp_scan(v);
     if (lane == 31)
         ws[warp] = x;
     __syncthreads();
@@ -431,13 +439,7 @@ warp_levels(float T, int Lr, const float *lps, const elems e, int d, int ps,
         const float *row = lps + (d - 1) * K;
         const int q = ps + lane;
         const int c = q < pe ? count_ge(row, e.score[q], T) : 0;
-        int x = c;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= o)
-                x += y;
-        }
+        const int x = warp_scan(c);
         const int total = __shfl_sync(0xffffffffu, x, 31);
         if (pe + total > CAP) {
             pe += total;
