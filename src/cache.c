@@ -611,7 +611,7 @@ publish_one(const kdt_publish_job *job, const kdt_publish_entry *e)
     char *dir;
 
     if (kdt_cache_publish(job->base, &e->key, e->enc, e->size, e->durable,
-                          job->delay_us, why, sizeof why) != 0) {
+                          job->delay_us, job->gate, why, sizeof why) != 0) {
         if (!atomic_exchange(&publish_warned, 1))
             kdt_log(KDT_LOG_WARN, "cache: cannot write to %s: %s; compiled "
                     "kernels stay in memory only", job->base, why);
@@ -644,6 +644,7 @@ job_free_data(kdt_publish_job *job)
     for (int i = 0; i < job->n; i++)
         free(job->e[i].enc);
     free(job->base);
+    free(job->gate);
     free(job);
 }
 
@@ -733,6 +734,9 @@ build_job(const kdt_cache_item *items, int n, kdt_cache_lock *lock,
     }
     j->max_bytes = kdt_cache_max_bytes();
     j->delay_us = kdt_cache_publish_delay_us();
+    /* A test hook: without memory for it the publish is just not held. */
+    j->gate = kdt_cache_publish_gate() ? strdup(kdt_cache_publish_gate())
+                                       : NULL;
     j->lock = lock;
     *job = j;
     return 0;

@@ -74,15 +74,21 @@ int kdt_cache_read_file(const char *path, int allow_root, void **buf,
  * errno set and a reason in `why`.  Not durable is for alias entries only:
  * a hint that is verified like any entry, so one left empty by a power cut
  * is a miss, and skipping its fsync keeps ~0.7 ms off every cold compile.
- * Test hook: `delay_us` (kdt_cache_publish_delay_us()) is slept between
- * writing the halves of the file, so a kill or a fork can land mid-write.
- * Reads no environment (it runs on the publishing thread). */
+ * Test hooks, between writing the halves of the file: `delay_us`
+ * (kdt_cache_publish_delay_us()) is slept, so a kill or a fork can land
+ * mid-write; with `gate` (kdt_cache_publish_gate()) non-NULL the publish
+ * waits until that path exists (at most 30 s), so a test decides when an
+ * in-flight publish may finish, whatever the machine's load.  Reads no
+ * environment (it runs on the publishing thread). */
 int kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
                       size_t size, int durable, unsigned long delay_us,
-                      char *why, size_t why_size);
+                      const char *gate, char *why, size_t why_size);
 
 /* KDTREE_CACHE_TEST_PUBLISH_DELAY_US, microseconds (0 when unset). */
 unsigned long kdt_cache_publish_delay_us(void);
+
+/* KDTREE_CACHE_TEST_PUBLISH_GATE, a path (NULL when unset or empty). */
+const char *kdt_cache_publish_gate(void);
 
 /* ---- publish jobs (cache.c builds and runs them, cache_async.c queues) -- */
 
@@ -104,7 +110,8 @@ typedef struct kdt_publish_job {
     struct kdt_publish_job *next; /* the queue's link */
     char *base;                   /* the user's cache directory */
     uint64_t max_bytes;           /* KDTREE_CACHE_MAX_BYTES */
-    unsigned long delay_us;       /* the test hook above */
+    unsigned long delay_us;       /* the test hooks above */
+    char *gate;                   /* (owned; NULL without the hook) */
     kdt_cache_lock *lock;
     int n;
     kdt_publish_entry e[];

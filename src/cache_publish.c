@@ -108,10 +108,26 @@ kdt_cache_publish_delay_us(void)
     return v ? strtoul(v, NULL, 10) : 0;
 }
 
+const char *
+kdt_cache_publish_gate(void)
+{
+    const char *v = getenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
+    return v && *v ? v : NULL;
+}
+
+/* The gate hook: waits until `gate` exists, polling each millisecond, for
+ * at most 30 s (a test that forgets to open it is slow, not hung). */
+static void
+wait_for_gate(const char *gate)
+{
+    for (int i = 0; i < 30000 && access(gate, F_OK) != 0; i++)
+        usleep(1000);
+}
+
 int
 kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
                   size_t size, int durable, unsigned long delay,
-                  char *why, size_t why_size)
+                  const char *gate, char *why, size_t why_size)
 {
     static atomic_ulong counter;
     char hex[33], host[48], w[160];
@@ -165,10 +181,13 @@ kdt_cache_publish(const char *base, const kdt_key *key, const void *data,
         goto fail;
     }
     created = 1;
-    if (delay && size > 1) {
+    if ((delay || gate) && size > 1) {
         if (write_all(fd, data, size / 2) != 0)
             goto write_fail;
-        usleep((useconds_t)delay);
+        if (delay)
+            usleep((useconds_t)delay);
+        if (gate)
+            wait_for_gate(gate);
         if (write_all(fd, (const char *)data + size / 2, size - size / 2) != 0)
             goto write_fail;
     } else if (write_all(fd, data, size) != 0) {

@@ -40,6 +40,7 @@ ct_setup(void)
     unsetenv("KDTREE_CACHE_MAX_BYTES");
     unsetenv("KDTREE_CACHE_LOCK_TIMEOUT");
     unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
+    unsetenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
     /* Quiet unless a test asks: many tests provoke warnings on purpose. */
     setenv("KDTREE_LOG", "error", 1);
     kdt_log_reload();

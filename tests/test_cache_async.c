@@ -2,11 +2,15 @@
  * test_cache_async.c: the miss path's background publish (cache_async.c)
  * with real NVRTC compiles (compile-only for sm_90, no GPU).
  *
- * Most tests slow the publish down with the test hook
- * KDTREE_CACHE_TEST_PUBLISH_DELAY_US (a sleep between the halves of each
- * entry file), so that a publish is still in flight when the test looks:
- * that is what lets them fail when a flush does not wait, when a caller
+ * Most tests hold the publish with the test hook
+ * KDTREE_CACHE_TEST_PUBLISH_GATE (the publishing thread stops between the
+ * halves of each entry file until the gate file exists), so that a publish
+ * is still in flight when the test looks, however loaded the machine: that
+ * is what lets them fail when a flush does not wait, when a caller
  * publishes synchronously after all, or when the lock is let go early.
+ * Where the thread under test must itself wait for the publish (a flush),
+ * a helper thread opens the gate a little later: a slow machine can only
+ * make such a test weaker, never fail it wrongly.
  * Children that could deadlock run under alarm(), so a hang fails the test
  * instead of stopping the suite.  Skipped (77) without NVRTC.
  */
@@ -15,7 +19,9 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,13 +124,46 @@ lock_free(const kdt_key *key)
     return l != NULL;
 }
 
-static void
-slow_publish(unsigned long us)
-{
-    char v[32];
+/* The gate of the publishes stored from now on (a new one each time). */
+static char gate[400];
 
-    snprintf(v, sizeof v, "%lu", us);
-    setenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US", v, 1);
+static void
+hold_publish(void)
+{
+    static int n;
+
+    snprintf(gate, sizeof gate, "%s/gate-%d-%d", ct_user, (int)getpid(),
+             n++);
+    setenv("KDTREE_CACHE_TEST_PUBLISH_GATE", gate, 1);
+}
+
+/* Opens the gate: the held publishes go on.  No ck_assert: children and
+ * helper threads call it. */
+static void
+release_publish(void)
+{
+    FILE *f = fopen(gate, "w");
+    if (f)
+        fclose(f);
+}
+
+static void *
+release_after(void *ms)
+{
+    usleep((useconds_t)(uintptr_t)ms * 1000u);
+    release_publish();
+    return NULL;
+}
+
+/* Opens the gate `ms` milliseconds from now, from another thread. */
+static void
+release_later(unsigned ms)
+{
+    pthread_t t;
+
+    ck_assert_int_eq(pthread_create(&t, NULL, release_after,
+                                    (void *)(uintptr_t)ms), 0);
+    pthread_detach(t);
 }
 
 /* How many publishing threads this process has (by name: sanitizers and
@@ -200,12 +239,12 @@ START_TEST(test_obtain_returns_before_publish)
     int from;
 
     shape_of(&k, "N_MAX=65,L=15");
-    slow_publish(400000);
+    hold_publish();
     kdtree_cache_stats_reset();
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
     ck_assert_int_eq(from, KDT_FROM_NONE);
     ck_assert_uint_eq(compiles(), 1);
-    /* Still being written (0.4 s a half): not on disk, lock held. */
+    /* Held mid-write: not on disk, lock held. */
     ck_assert_int_eq(entry_state(&k.key, NULL), 0);
     ck_assert_int_eq(lock_free(&k.key), 0);
     /* This process hits memory at once. */
@@ -215,6 +254,7 @@ START_TEST(test_obtain_returns_before_publish)
               && memcmp(mem.data, got.data, got.size) == 0);
     kdt_blob_free(&mem);
 
+    release_publish();
     kdt_cache_flush();
     ck_assert_int_eq(entry_state(&k.key, &got), 1);
     ck_assert_uint_eq(n_entries(), 2); /* the entry and its alias */
@@ -233,9 +273,10 @@ START_TEST(test_memory_clear_then_disk)
     int from;
 
     shape_of(&k, "N_MAX=65,L=15");
-    slow_publish(200000);
+    hold_publish();
     kdtree_cache_stats_reset();
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
+    release_later(200);
     kdt_cache_memory_clear();
     ck_assert_int_eq(entry_state(&k.key, &got), 1);
     ck_assert_int_eq(obtain(&k, &again, &from), KDTREE_OK);
@@ -255,7 +296,8 @@ START_TEST(test_compile_is_durable)
     int32_t cached = -1;
 
     shape_of(&k, "N_MAX=65,L=15");
-    slow_publish(200000);
+    hold_publish();
+    release_later(1000); /* most likely after the compile, mid-publish */
     ck_assert_int_eq(kdtree_compile(&cached, TARGET, KERNEL,
                                     "N_MAX=65,L=15"), KDTREE_OK);
     ck_assert_int_eq(cached, 0);
@@ -278,7 +320,7 @@ START_TEST(test_waiter_finds_complete_entry)
     pid_t pid;
 
     shape_of(&k, "N_MAX=65,L=15");
-    slow_publish(300000);
+    hold_publish();
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
     fflush(NULL);
     pid = fork();
@@ -295,6 +337,7 @@ START_TEST(test_waiter_finds_complete_entry)
         kdt_cache_lock_release(l);
         _exit(st == 1 ? 0 : 3);
     }
+    release_later(300); /* the child is waiting on the lock by then */
     ck_assert_int_eq(wait_exit_code(pid), 0);
     kdt_cache_flush();
     kdt_blob_free(&got);
@@ -314,7 +357,7 @@ START_TEST(test_fork_during_publish)
     shape_of(&k, "N_MAX=65,L=15");
     shape_of(&k2, "N_MAX=64,L=15");
     shape_of(&k3, "N_MAX=63,L=15");
-    slow_publish(1000000);
+    hold_publish();
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
     ck_assert_int_eq(entry_state(&k.key, NULL), 0);
     fflush(NULL);
@@ -327,7 +370,7 @@ START_TEST(test_fork_during_publish)
         /* The parent's lock is the parent's: still held. */
         if (lock_free(&k.key))
             _exit(2);
-        unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
+        unsetenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
         if (obtain(&k2, &b2, &from) != KDTREE_OK || from != KDT_FROM_NONE)
             _exit(3);
         kdt_cache_flush();
@@ -343,6 +386,8 @@ START_TEST(test_fork_during_publish)
         exit(0);
     }
     ck_assert_int_eq(wait_exit_code(pid), 0);
+    ck_assert_int_eq(entry_state(&k.key, NULL), 0); /* still held */
+    release_publish();
     kdt_cache_flush();
     ck_assert_int_eq(entry_state(&k.key, &got), 1);
     ck_assert_int_eq(lock_free(&k.key), 1);
@@ -366,11 +411,12 @@ START_TEST(test_exit_publishes)
         kdt_blob b;
         int from;
         hang_guard(60);
-        slow_publish(300000);
+        hold_publish();
         if (obtain(&k, &b, &from) != KDTREE_OK || from != KDT_FROM_NONE)
             _exit(2);
         if (entry_state(&k.key, NULL) != 0)
             _exit(3); /* published before returning: the test proves nothing */
+        release_later(300); /* while exit() runs the destructor */
         exit(0);
     }
     ck_assert_int_eq(wait_exit_code(pid), 0);
@@ -461,11 +507,11 @@ START_TEST(test_queue_is_bounded)
         snprintf(name, sizeof name, "k%d", i);
         ct_preimage(&p[i], name, TARGET, &key[i]);
     }
-    /* The first publish holds the worker up for a second... */
-    slow_publish(1000000);
+    /* The first publish holds the worker up... */
+    hold_publish();
     kdt_cache_item it = {&key[0], p[0].text, p[0].len, &b};
     ck_assert_int_eq(kdt_cache_store_async(&it, 1, NULL), 0);
-    unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
+    unsetenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
     /* ...while the rest are stored: the queue fills, then the callers
      * publish themselves. */
     for (int i = 1; i < N; i++) {
@@ -474,6 +520,7 @@ START_TEST(test_queue_is_bounded)
     }
     ck_assert_int_eq(entry_state(&key[1], NULL), 0);  /* queued */
     ck_assert_int_eq(entry_state(&key[N - 1], &b), 1); /* published here */
+    release_publish();
     kdt_cache_flush();
     for (int i = 0; i < N; i++) {
         ck_assert_int_eq(entry_state(&key[i], &b), 1);
