@@ -358,8 +358,10 @@ raise_lb(topk_smem &sm, int kc)
     const int top = __shfl_sync(0xffffffffu, vload(&sm.maxd), 0);
     unsigned above, at;
     const int b = find_bin(sm.hist, top, lo, (unsigned)kc, &above, &at);
+    // thr is written atomically (its readers do not synchronise with the
+    // raiser: any value it ever held is a valid threshold).
     if ((threadIdx.x & 31) == 0 && b > lo && atomicMax(&sm.lb, b) < b)
-        sm.thr = thr_of(b);
+        atomicExch(&sm.thr, thr_of(b));
 }
 
 // Lazy reference (natural-log units): a thread's exp-sum is kept relative

@@ -1132,10 +1132,12 @@ run_baseline(bench_ctx *b, const char *tools_dir, const char *script)
 }
 
 void
-bench_run_baselines(bench_ctx *b, const char *tools_dir)
+bench_run_baselines(bench_ctx *b, const char *tools_dir, int topk, int attn)
 {
-    run_baseline(b, tools_dir, "baseline_topk.py");
-    run_baseline(b, tools_dir, "baseline_attn.py");
+    if (topk)
+        run_baseline(b, tools_dir, "baseline_topk.py");
+    if (attn)
+        run_baseline(b, tools_dir, "baseline_attn.py");
 }
 
 /* ---- report ----------------------------------------------------------- */

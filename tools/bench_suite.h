@@ -54,7 +54,8 @@ void bench_check(bench_ctx *b, int st, const char *what);
 /* Runs the torch baseline scripts in `tools_dir` (baseline_topk.py,
  * baseline_attn.py) with python3 and keeps their medians for the report.
  * Missing python3, torch or scripts are noted, not fatal. */
-void bench_run_baselines(bench_ctx *b, const char *tools_dir);
+void bench_run_baselines(bench_ctx *b, const char *tools_dir, int topk,
+                         int attn);
 
 /* Free-form note printed under the report (and in the JSON). */
 void bench_note(bench_ctx *b, const char *fmt, ...)

@@ -33,7 +33,8 @@ usage(FILE *o)
           "  --device N      CUDA device ordinal (default 0)\n"
           "  --baseline      also run tools/baseline_topk.py and\n"
           "                  baseline_attn.py (python3 + torch) and print\n"
-          "                  their medians beside ours\n"
+          "                  their medians beside ours (each only\n"
+          "                  when its kernel is measured)\n"
           "  --kernel NAME   only this kernel (repeatable)\n"
           "\n"
           "Environment: KDTREE_BENCH_TOOLS (where the baseline scripts are);\n"
@@ -160,7 +161,9 @@ main(int argc, char **argv)
     if (baseline) {
         char dir[PATH_MAX];
         tools_dir(dir, sizeof dir, argv[0]);
-        bench_run_baselines(b, dir);
+        /* Only the baselines of the kernels measured (--kernel). */
+        bench_run_baselines(b, dir, wanted("draft_topk", only, n_only),
+                            wanted("verify_attn", only, n_only));
     }
 
     if (json_out) {

@@ -16,6 +16,7 @@ static inline unsigned emu_max2_nan(unsigned a, unsigned b) {
     }
     return d;
 }
+static inline float atomicExch(float *p, float v) { float o; __atomic_exchange(p, &v, &o, __ATOMIC_SEQ_CST); return o; }
 #include "draft_topk.cc"
 #include "launch.h"
 extern "C" {
