@@ -117,12 +117,10 @@ kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
     int64_t vals[3] = {L, k, n_max};
     if ((st = kdt_kernel_check(KDT_KERNEL_BUILD_DDTREE, vals)))
         return st;
-    kdt_loaded *m = kdt_runtime_find(rt, KDT_KERNEL_BUILD_DDTREE, vals);
-    if (!m) {
-        st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals);
-        if (st)
-            return st;
-    }
+    kdt_loaded *m;
+    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
+    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals)))
+        return st;
     unsigned threads;
     unsigned smem = bd_smem_bytes(L, k, n_max, &threads);
     if ((int64_t)smem > m->max_dynamic_smem)

@@ -100,12 +100,10 @@ kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
     int64_t vals[3] = {vocab, k, dtype};
     if ((st = kdt_kernel_check(KDT_KERNEL_DRAFT_TOPK, vals)))
         return st;
-    kdt_loaded *m = kdt_runtime_find(rt, KDT_KERNEL_DRAFT_TOPK, vals);
-    if (!m) {
-        st = kdt_runtime_get(&m, rt, KDT_KERNEL_DRAFT_TOPK, vals);
-        if (st)
-            return st;
-    }
+    kdt_loaded *m;
+    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
+    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_DRAFT_TOPK, vals)))
+        return st;
     if (m->max_dynamic_smem < DT_SMEM)
         return kdt_fail(KDTREE_ERROR_SHAPE,
                         "%s: needs %d bytes of shared memory per block; this "

@@ -63,12 +63,10 @@ kdtree_tree_accept(kdtree_runtime *rt, uint64_t accept_len,
     int64_t vals[2] = {n_max, L};
     if ((st = kdt_kernel_check(KDT_KERNEL_TREE_ACCEPT, vals)))
         return st;
-    kdt_loaded *m = kdt_runtime_find(rt, KDT_KERNEL_TREE_ACCEPT, vals);
-    if (!m) {
-        st = kdt_runtime_get(&m, rt, KDT_KERNEL_TREE_ACCEPT, vals);
-        if (st)
-            return st;
-    }
+    kdt_loaded *m;
+    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
+    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_TREE_ACCEPT, vals)))
+        return st;
     kdt_tree_accept_params p = {
         .token = (const int32_t *)(uintptr_t)token,
         .first_child = (const int32_t *)(uintptr_t)first_child,

@@ -197,12 +197,10 @@ kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse, uint64_t q,
                             (unsigned long long)need);
     }
 
-    kdt_loaded *m = kdt_runtime_find(rt, KDT_KERNEL_VERIFY_ATTN, vals);
-    if (!m) {
-        st = kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals);
-        if (st)
-            return st;
-    }
+    kdt_loaded *m;
+    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
+    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals)))
+        return st;
     if (m->max_dynamic_smem < KDT_ATTN_SMEM)
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: the kernel needs %d bytes of shared memory per "
