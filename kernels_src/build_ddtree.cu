@@ -17,18 +17,9 @@
 // the prefixes that reach T level by level (a prefix's children that do
 // are a rank prefix of its row: one binary search, each score the very
 // f32 addition the loop makes), then sorts that set by (score, rank path)
-// and keeps the first B.  It is latency-bound (a block alone on its SM,
-// dependent shared-memory round trips between barriers), so large trees
-// get 1024 threads (see THREADS), the sort runs in registers (shuffles
-// for partners within a warp), a wide level of the enumeration costs
-// three barriers and a four-way parent search, and narrow ones (at most 32
-// parents) go to one warp.  On kdtree-bench's B = 512 requests
-// (tools/dev/emu/t_bench.cc) the search takes 2.2 rounds and ~13 levels
-// in all on average, the sort ~800 keys (padded to 1024 or 2048), ~52
-// block barriers in all (76 before narrow levels went to one warp).
-// When no such finite T is found (-inf scores needed, fewer prefixes
-// than B, more ties at one score than CAP allows, or too many rounds), it
-// falls back to:
+// and keeps the first B.  When no such finite T is found (-inf scores
+// needed, fewer prefixes than B, more ties at one score than CAP allows,
+// or too many rounds), it falls back to:
 //
 // The loop (every other input).  Warp 0 runs the spec's loop itself, so
 // the output is the loop's for every input (unsorted rows, positive
@@ -59,18 +50,15 @@ constexpr int L = KDT_L;          // draft depths
 constexpr int K = KDT_K;          // candidates per depth
 constexpr int N_MAX = KDT_N_MAX;  // rows per tree, root included
 constexpr int W = (N_MAX + 31) / 32;   // mask words per row
+constexpr int THREADS = 256;
 constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 
 // The threshold path is used for budgets above this.  The loop costs
 // about 1.5 + 0.4 B us on an H200 (7.8 us at B = 16, 26.9 at B = 64); the
 // threshold path about 6-8 us for small trees (two enumeration rounds of
 // a few levels at ~0.5 us each, a sort of a few hundred keys, the
-// well-formedness check): even at B = 16.  (H200 figures measured with
-// 256 threads for every shape: 13.6 us at B = 64, 49-56 us at B = 512,
-// before the 1024-thread block and the register sort.)
+// well-formedness check): even at B = 16.
 constexpr int LOOP_MAX_B = 16;
-// Global loads in flight per thread while the log-probs are copied in.
-constexpr int LOAD_BATCH = 8;
 
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
 // the same size; the kernel traps if it gets less):
@@ -117,19 +105,6 @@ constexpr int CAP =
     : CAP_LIM >= 64u ? 64 : CAP_LIM >= 32u ? 32 : 0;
 // The search wants a window [B, CAP] at least twice as wide as B.
 constexpr bool FAST = CAP >= 2 * N_MAX && N_MAX - 1 > LOOP_MAX_B;
-// Threads per block: 1024 for large trees that can take the threshold
-// path (FAST and N_MAX > 256), 256 otherwise.
-// A large tree's block runs alone on its SM and is latency-bound (few
-// warps, dependent shared-memory round trips between barriers), so
-// four times the threads cut every parallel phase -- the log-prob load,
-// the well-formedness check, the enumeration, the sort of up to CAP keys,
-// the rows -- to about a quarter of its serial steps; __launch_bounds__
-// then caps registers at 64.  Small trees keep 256 (the short phases
-// gain nothing from more warps to synchronise), and so do shapes that
-// always run the loop (one warp's work; 64 registers would spill its
-// slot keys at N_MAX = 1025).
-// src/kernel_build_ddtree.c launches the same count.
-constexpr int THREADS = FAST && N_MAX > 256 ? 1024 : 256;
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
 constexpr unsigned SMEM_BYTES =
     OFF_REGION + (FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES);
@@ -139,12 +114,6 @@ constexpr unsigned SMEM_BYTES =
 // cheap and measures the slope of the count.
 constexpr int MAX_ROUNDS = 12;
 constexpr float START_T = -4.0f;
-// Where in [B, CAP] the search aims, in log(count): 0 at B, 1 at CAP.
-#ifdef KDT_BD_AIM // the host emulator's experiments (tools/dev/emu)
-constexpr float AIM = KDT_BD_AIM;
-#else
-constexpr float AIM = 0.4f;
-#endif
 
 static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
               "tree fields are stored as 16-bit integers");
@@ -325,29 +294,19 @@ struct elems {
     short *node, *coff, *cnt, *par, *rank, *dep;
 };
 
-// Inclusive prefix sum of v over the warp.
+// Exclusive prefix sum of v over the block; total gets the sum.  Ends with
+// a barrier, so ws may be reused at once.
 __device__ __forceinline__ int
-warp_scan(int v)
-{
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o)
-            v += y;
-    }
-    return v;
-}
-
-// Exclusive prefix sum of v over the block; total gets the sum.  Ends
-// with a barrier (so ws may be reused at once) when fence; without, ws
-// may be written again only after another barrier (enumerate alternates
-// two ws buffers, its levels' other barriers sit between their uses).
-__device__ __forceinline__ int
-block_scan(int v, int &total, int *ws, bool fence = true)
+block_scan(int v, int &total, int *ws)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int x = warp_scan(v);
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
+    }
     if (lane == 31)
         ws[warp] = x;
     __syncthreads();
@@ -358,8 +317,7 @@ block_scan(int v, int &total, int *ws, bool fence = true)
         tot += s;
         before += w < warp ? s : 0;
     }
-    if (fence)
-        __syncthreads();
+    __syncthreads();
     total = tot;
     return before + x - v;
 }
@@ -389,93 +347,10 @@ count_ge(const float *row, float s, float T)
     return lo;
 }
 
-// Element at of a level being written (its parents e[ps, pe), their
-// children's offsets in e.coff): find its parent, write it.
-__device__ __forceinline__ void
-write_child(const elems e, const float *row, int ps, int pe, int at, int d)
-{
-    // its parent: the last q with coff[q] <= at (that one has
-    // children, the ones before it with the same offset have none).
-    // A four-way search: three independent loads a step, so half
-    // the dependent round trips of a binary search.  It keeps
-    // coff[l] <= at (coff[ps] = pe) and the answer in [l, h].
-    int l = ps, h = pe - 1;
-    while (l < h) {
-        const int w = h - l;
-        const int m1 = l + (w + 3) / 4, m2 = l + (w + 1) / 2,
-                  m3 = h - w / 4; // l < m1 <= m2 <= m3 <= h
-        const int c1 = e.coff[m1], c2 = e.coff[m2], c3 = e.coff[m3];
-        if (c3 <= at) {
-            l = m3;
-        } else if (c2 <= at) {
-            l = m2;
-            h = m3 - 1;
-        } else if (c1 <= at) {
-            l = m1;
-            h = m2 - 1;
-        } else {
-            h = m1 - 1;
-        }
-    }
-    const int k = at - e.coff[l];
-    e.score[at] = canon(e.score[l] + row[k]);
-    e.par[at] = (short)l;
-    e.rank[at] = (short)k;
-    e.dep[at] = (short)d;
-    e.cnt[at] = 0;
-}
-
-// Levels with at most 32 parents, by warp 0 alone (lane i: parent
-// ps + i): a warp scan and __syncwarp instead of the block's scan and
-// barriers.  Goes on from level d (parents e[ps, pe)) while levels stay
-// that narrow; st gets d, ps and pe where it stopped (pe > CAP: the set
-// passed CAP), for the block to resume or finish.
-__device__ void
-warp_levels(float T, int Lr, const float *lps, const elems e, int d, int ps,
-            int pe, int *st)
-{
-    const int lane = threadIdx.x & 31;
-    for (; d <= Lr && pe > ps && pe - ps <= 32; d++) {
-        const float *row = lps + (d - 1) * K;
-        const int q = ps + lane;
-        const int c = q < pe ? count_ge(row, e.score[q], T) : 0;
-        const int x = warp_scan(c);
-        const int total = __shfl_sync(0xffffffffu, x, 31);
-        if (pe + total > CAP) {
-            pe += total;
-            break;
-        }
-        if (q < pe) {
-            e.cnt[q] = (short)c;
-            e.coff[q] = (short)(pe + x - c);
-        }
-        __syncwarp();
-        for (int j = lane; j < total; j += 32)
-            write_child(e, row, ps, pe, pe + j, d);
-        __syncwarp();
-#ifdef KDT_BD_LEVEL
-        if (lane == 0)
-            KDT_BD_LEVEL(T, d, pe - ps, total);
-#endif
-        ps = pe;
-        pe += total;
-    }
-    if (lane == 0) {
-        st[0] = d;
-        st[1] = ps;
-        st[2] = pe;
-    }
-}
-
 // All prefixes of depth <= Lr scoring >= T, level by level into e[0, n),
 // each level in rank-path order (parents in order, each one's children by
 // rank), and n returned -- or, when they would pass CAP, some number > CAP
-// and e holds nothing usable.  Block-wide; T uniform; ws holds two scan
-// buffers and three ints for warp_levels.  Three barriers a wide level:
-// the level before is written, the scan, the children's offsets are
-// written.  Narrow levels (at most 32 parents: the deep end of every
-// round, all of a first round's) go to warp 0 (warp_levels) while the
-// rest of the block waits at one barrier.
+// and e holds nothing usable.  Block-wide; T uniform.
 __device__ int
 enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
 {
@@ -491,21 +366,8 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
         e.cnt[j] = 0;
     }
     int ps = 0, pe = c1;
-    int *st = ws + 2 * (THREADS / 32);
     for (int d = 2; d <= Lr && pe > ps; d++) {
-        __syncthreads(); // level d-1 is written (and st read)
-        if (pe - ps <= 32) {
-            if (tid < 32)
-                warp_levels(T, Lr, lps, e, d, ps, pe, st);
-            __syncthreads();
-            const int d2 = st[0];
-            ps = st[1];
-            pe = st[2];
-            if (pe > CAP)
-                return pe;
-            d = d2 - 1; // the loop's d++: resume at d2 (a wide level)
-            continue;
-        }
+        __syncthreads(); // level d-1 is written
         const float *row = lps + (d - 1) * K;
         const int n = pe - ps, chunk = (n + THREADS - 1) / THREADS;
         const int b0 = imin(ps + tid * chunk, pe), b1 = imin(b0 + chunk, pe);
@@ -516,10 +378,7 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
             sum += c;
         }
         int total;
-        // ws buffer d & 1: its last reader (level d - 2's scan) is
-        // behind this level's first barrier.
-        const int ex = block_scan(sum, total, ws + (d & 1) * (THREADS / 32),
-                                  false);
+        const int ex = block_scan(sum, total, ws);
         if (pe + total > CAP)
             return pe + total;
         int off = pe + ex;
@@ -528,12 +387,25 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
             off += e.cnt[q];
         }
         __syncthreads();
-        for (int j = tid; j < total; j += THREADS)
-            write_child(e, row, ps, pe, pe + j, d);
-#ifdef KDT_BD_LEVEL // the host emulator's statistics (tools/dev/emu)
-        if (tid == 0)
-            KDT_BD_LEVEL(T, d, pe - ps, total);
-#endif
+        for (int j = tid; j < total; j += THREADS) {
+            const int at = pe + j;
+            // its parent: the last q with coff[q] <= at (that one has
+            // children, the ones before it with the same offset have none)
+            int l = ps, h = pe - 1;
+            while (l < h) {
+                const int m = (l + h + 1) >> 1;
+                if (e.coff[m] <= at)
+                    l = m;
+                else
+                    h = m - 1;
+            }
+            const int k = at - e.coff[l];
+            e.score[at] = canon(e.score[l] + row[k]);
+            e.par[at] = (short)l;
+            e.rank[at] = (short)k;
+            e.dep[at] = (short)d;
+            e.cnt[at] = 0;
+        }
         ps = pe;
         pe += total;
     }
@@ -542,14 +414,10 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
 }
 
 // Element x's rank path before element y's (x != y); a prefix first.
-// Each level's elements lie in rank-path order (enumerate), so once the
-// deeper one is lifted to the other's depth their indices decide, unless
-// one is the other's ancestor.
 __device__ __forceinline__ bool
 elem_less(const elems e, int x, int y)
 {
-    const int dx0 = e.dep[x], dy0 = e.dep[y];
-    int ax = x, ay = y, dx = dx0, dy = dy0;
+    int ax = x, ay = y, dx = e.dep[x], dy = e.dep[y];
     while (dx > dy) {
         ax = e.par[ax];
         dx--;
@@ -558,134 +426,13 @@ elem_less(const elems e, int x, int y)
         ay = e.par[ay];
         dy--;
     }
-    return ax == ay ? dx0 < dy0 : ax < ay;
-}
-
-// The sort keys of elements [0, n): score descending, then element
-// index (ties are ordered by rank path afterwards); ~0 pads to n2.
-__device__ __forceinline__ unsigned long long
-sort_key(const elems e, int n, int i)
-{
-    return i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
-                       (unsigned)i
-                 : ~0ull;
-}
-
-// Bitonic sort of the n2 (a power of two, <= 2 THREADS) keys into
-// e.key[0, n2), ascending, in registers: thread t holds positions t and
-// t + THREADS.  A step pairs position i with i ^ j: in the thread for
-// j = THREADS, in the warp (a shuffle, no barrier) for j < 32, else
-// through shared memory: store, barrier, load, alternating between
-// e.key[0, n2) and e.key[n2, 2 n2) where CAP leaves room (so one barrier a
-// step), else with a second barrier before the next store.  For n2 = 1024
-// that is 15 shared-memory steps of 55; the rest cost a shuffle and a
-// compare each.
-__device__ __forceinline__ void
-sort_regs(const elems e, int n, int n2)
-{
-    const int tid = threadIdx.x;
-    const bool two = n2 > THREADS;
-    unsigned long long v[2];
-#pragma unroll
-    for (int u = 0; u < 2; u++)
-        v[u] = sort_key(e, n, tid + u * THREADS);
-    bool stored = false; // a shared-memory step's loads may be in flight
-    const bool alt = 2 * n2 <= CAP;
-    int buf = 0; // alt: the half the next shared-memory step uses
-    for (int k = 2; k <= n2; k <<= 1)
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            if (j >= THREADS) { // j = THREADS, k = n2: ascending
-                const unsigned long long a = v[0], b = v[1];
-                v[0] = a < b ? a : b;
-                v[1] = a < b ? b : a;
-                continue;
-            }
-            unsigned long long y[2] = {~0ull, ~0ull};
-            if (j >= 32) {
-                // alt: the last step that read this half is behind the
-                // previous shared-memory step's barrier
-                if (stored && !alt)
-                    __syncthreads();
-                unsigned long long *kb = e.key + buf;
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const int pos = tid + u * THREADS;
-                    if ((u == 0 || two) && pos < n2)
-                        kb[pos] = v[u];
-                }
-                __syncthreads();
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const int pos = tid + u * THREADS;
-                    if ((u == 0 || two) && pos < n2)
-                        y[u] = kb[pos ^ j];
-                }
-                stored = true;
-                if (alt)
-                    buf ^= n2;
-            } else {
-                y[0] = __shfl_xor_sync(0xffffffffu, v[0], j);
-                if (two)
-                    y[1] = __shfl_xor_sync(0xffffffffu, v[1], j);
-            }
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int pos = tid + u * THREADS;
-                const bool take_min = ((pos & j) == 0) == ((pos & k) == 0);
-                const unsigned long long a = v[u], b = y[u];
-                v[u] = (a < b) == take_min ? a : b;
-            }
-        }
-    if (stored)
-        __syncthreads();
-#pragma unroll
-    for (int u = 0; u < 2; u++) {
-        const int pos = tid + u * THREADS;
-        if ((u == 0 || two) && pos < n2)
-            e.key[pos] = v[u];
+    if (ax == ay)
+        return e.dep[x] < e.dep[y];
+    while (e.par[ax] != e.par[ay]) {
+        ax = e.par[ax];
+        ay = e.par[ay];
     }
-    __syncthreads();
-}
-
-// The same sort in shared memory, for n2 > 2 THREADS.
-__device__ __noinline__ void
-sort_smem(const elems e, int n, int n2)
-{
-    for (int i = threadIdx.x; i < n2; i += THREADS)
-        e.key[i] = sort_key(e, n, i);
-    __syncthreads();
-    // Bitonic sort, ascending.  Warp w owns pairs [w P, (w+1) P), which
-    // touch only elements [2 w P, 2 (w+1) P) while j <= P: such steps need
-    // only __syncwarp, and a barrier is due only when a block-wide step
-    // follows a warp-local one.
-    const int P = n2 / 2 / (THREADS / 32);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    bool local = false;
-    for (int k = 2; k <= n2; k <<= 1)
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            const bool now_local = j <= P;
-            if (local && !now_local)
-                __syncthreads();
-            const int i0 = now_local ? warp * P + lane : tid;
-            const int i1 = now_local ? (warp + 1) * P : n2 / 2;
-            const int di = now_local ? 32 : THREADS;
-            for (int i = i0; i < i1; i += di) {
-                const int a = ((i & ~(j - 1)) << 1) | (i & (j - 1));
-                const int b = a | j;
-                const unsigned long long x = e.key[a], y = e.key[b];
-                if ((x > y) == ((a & k) == 0)) {
-                    e.key[a] = y;
-                    e.key[b] = x;
-                }
-            }
-            if (now_local)
-                __syncwarp();
-            else
-                __syncthreads();
-            local = now_local;
-        }
-    if (local)
-        __syncthreads();
+    return e.rank[ax] < e.rank[ay];
 }
 
 // The threshold path (see the top of the file).  Block-wide; true when it
@@ -728,7 +475,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     float hi = 1.4e-45f; // nothing scores above 0
     bool hi_seen = false;
     float lhi = 0.0f, llo = 0.0f, slope = 1.0f;
-    const float lt = logf((float)B) + AIM * (logf((float)CAP) - logf((float)B));
+    const float lt = logf((float)B) + 0.4f * (logf((float)CAP) - logf((float)B));
     int last = 0, same = 0, n = -1, rounds = 0;
     for (; rounds < MAX_ROUNDS; rounds++) {
         float T;
@@ -803,10 +550,43 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     int n2 = 2;
     while (n2 < n)
         n2 <<= 1;
-    if (n2 <= 2 * THREADS)
-        sort_regs(e, n, n2);
-    else
-        sort_smem(e, n, n2);
+    for (int i = tid; i < n2; i += THREADS)
+        e.key[i] = i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
+                               (unsigned)i
+                         : ~0ull;
+    __syncthreads();
+    // Bitonic sort, ascending.  Warp w owns pairs [w P, (w+1) P), which
+    // touch only elements [2 w P, 2 (w+1) P) while j <= P: such steps need
+    // only __syncwarp, and a barrier is due only when a block-wide step
+    // follows a warp-local one.
+    const int P = n2 / 2 / (THREADS / 32);
+    const int lane = tid & 31, warp = tid >> 5;
+    bool local = false;
+    for (int k = 2; k <= n2; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            const bool now_local = j <= P;
+            if (local && !now_local)
+                __syncthreads();
+            const int i0 = now_local ? warp * P + lane : tid;
+            const int i1 = now_local ? (warp + 1) * P : n2 / 2;
+            const int di = now_local ? 32 : THREADS;
+            for (int i = i0; i < i1; i += di) {
+                const int a = ((i & ~(j - 1)) << 1) | (i & (j - 1));
+                const int b = a | j;
+                const unsigned long long x = e.key[a], y = e.key[b];
+                if ((x > y) == ((a & k) == 0)) {
+                    e.key[a] = y;
+                    e.key[b] = x;
+                }
+            }
+            if (now_local)
+                __syncwarp();
+            else
+                __syncthreads();
+            local = now_local;
+        }
+    if (local)
+        __syncthreads();
     for (int q = tid; q < n; q += THREADS) {
         const unsigned long long kq = e.key[q];
         const unsigned hq = (unsigned)(kq >> 32);
@@ -1026,7 +806,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     float *slot_child_lp = slot_next_lp + N_MAX;
     int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
     __shared__ int s_nodes, s_bad;
-    __shared__ int s_ws[2 * (THREADS / 32) + 3]; // enumerate's scan buffers, warp_levels' state
+    __shared__ int s_ws[THREADS / 32];
 
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
@@ -1042,25 +822,9 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     const int root = p.root_token[r];
     const int past = p.past_len ? p.past_len[r] : 0;
 
-    // The log-probs, LOAD_BATCH independent global loads in flight per
-    // thread before any store (one by one, each would wait for the last:
-    // the compiler cannot move a load of lp past a store to shared memory
-    // through a generic pointer).
     const float *lp_g = p.lp + (long long)r * L * K;
-    for (int i0 = tid; i0 < L * K; i0 += LOAD_BATCH * THREADS) {
-        float v[LOAD_BATCH];
-#pragma unroll
-        for (int u = 0; u < LOAD_BATCH; u++) {
-            const int i = i0 + u * THREADS;
-            v[u] = i < L * K ? lp_g[i] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < LOAD_BATCH; u++) {
-            const int i = i0 + u * THREADS;
-            if (i < L * K)
-                lps[i] = canon(v[u]);
-        }
-    }
+    for (int i = tid; i < L * K; i += THREADS)
+        lps[i] = canon(lp_g[i]);
     if (tid == 0)
         s_bad = 0;
     __syncthreads();

@@ -13,14 +13,11 @@
 #include "runtime.h"
 #include "validate.h"
 
-/* Must match kernels_src/build_ddtree.cu: THREADS (1024 when the
- * threshold path exists and N_MAX > 256, else 256), LOOP_MAX_B and the
+/* Must match kernels_src/build_ddtree.cu: THREADS, LOOP_MAX_B and the
  * shared-memory layout (the request's log-probs, node scores, six int16
  * tree arrays, then a region the loop path's slots or the threshold path's
- * CAP elements of 24 bytes share).  The kernel traps if it gets less
- * shared memory; a different thread count would fail its launch bounds. */
-#define BD_THREADS_SMALL 256
-#define BD_THREADS_LARGE 1024
+ * CAP elements of 24 bytes share).  The kernel traps if it gets less. */
+#define BD_THREADS 256
 #define BD_LOOP_MAX_B 16
 #define BD_ELEM_BYTES 24
 #define BD_SMEM_LIMIT (99 * 1024 - 1024) /* sm_120's 99 KiB, less static */
@@ -32,9 +29,8 @@ bd_pad16(int64_t x)
     return (x + 15) & ~(int64_t)15;
 }
 
-/* The dynamic shared memory a shape needs, and (threads) its block size. */
 static unsigned
-bd_smem_bytes(int64_t L, int64_t K, int64_t n_max, unsigned *threads)
+bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
 {
     int64_t region = bd_pad16(4 * L * K) + bd_pad16(4 * n_max) +
                      bd_pad16(12 * n_max);
@@ -46,7 +42,6 @@ bd_smem_bytes(int64_t L, int64_t K, int64_t n_max, unsigned *threads)
             cap = c;
     if (cap >= 2 * n_max && n_max - 1 > BD_LOOP_MAX_B)
         fast = cap * BD_ELEM_BYTES;
-    *threads = fast && n_max > 256 ? BD_THREADS_LARGE : BD_THREADS_SMALL;
     return (unsigned)(region + (fast > loop ? fast : loop));
 }
 
@@ -121,8 +116,7 @@ kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
     /* The lock-free lookup first; a miss loads (or compiles) the shape. */
     if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals)))
         return st;
-    unsigned threads;
-    unsigned smem = bd_smem_bytes(L, k, n_max, &threads);
+    unsigned smem = bd_smem_bytes(L, k, n_max);
     if ((int64_t)smem > m->max_dynamic_smem)
         return kdt_fail(KDTREE_ERROR_SHAPE,
                         "%s: L=%d, K=%d, N_MAX=%d need %u bytes of shared "
@@ -146,6 +140,6 @@ kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
         .anc_mask = (uint32_t *)(uintptr_t)anc_mask,
         .n_requests = n_requests,
     };
-    return kdt_launch(rt, m->fn[0], (unsigned)n_requests, 1, 1, threads,
+    return kdt_launch(rt, m->fn[0], (unsigned)n_requests, 1, 1, BD_THREADS,
                       smem, stream, &p);
 }
