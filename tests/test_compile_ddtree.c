@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_suite.h"
 #include "kdtree.h"
 
 static const char *const shapes[][2] = {
@@ -54,33 +55,16 @@ START_TEST(rules_refused)
 }
 END_TEST
 
+static void
+add_tests(TCase *tc)
+{
+    tcase_add_test(tc, compile_extremes);
+    tcase_add_test(tc, rules_refused);
+}
+
 int
 main(void)
 {
-    char dir[] = "/tmp/kdt-compile-ddtree.XXXXXX";
-    if (!mkdtemp(dir))
-        return 99;
-    setenv("KDTREE_CACHE_DIR", dir, 1);
-    /* No NVRTC: nothing to test here (the lead's suites say why). */
-    if (kdtree_compile(NULL, "sm_90", "tree_accept", "N_MAX=2,L=1") ==
-        KDTREE_ERROR_NO_COMPILER) {
-        fprintf(stderr, "no NVRTC: %s\n", kdtree_last_error());
-        return 77;
-    }
-    Suite *s = suite_create("compile_ddtree");
-    TCase *tc = tcase_create("compile");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, compile_extremes);
-    tcase_add_test(tc, rules_refused);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return failed ? 1 : 0;
+    return compile_suite_run("compile_ddtree", "tree_accept", "N_MAX=2,L=1",
+                             add_tests);
 }
