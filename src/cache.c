@@ -735,8 +735,8 @@ build_job(const kdt_cache_item *items, int n, kdt_cache_lock *lock,
     j->max_bytes = kdt_cache_max_bytes();
     j->delay_us = kdt_cache_publish_delay_us();
     /* A test hook: without memory for it the publish is just not held. */
-    j->gate = kdt_cache_publish_gate() ? strdup(kdt_cache_publish_gate())
-                                       : NULL;
+    const char *gate = kdt_cache_publish_gate();
+    j->gate = gate ? strdup(gate) : NULL;
     j->lock = lock;
     *job = j;
     return 0;
