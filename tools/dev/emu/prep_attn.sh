@@ -1,0 +1,109 @@
+#!/bin/sh
+# prep_attn.sh IN OUT: make a kernel source (or a .cuh it includes) compile
+# on the host for the emulator.  Unlike prep.sh's one sed rule per known
+# asm line, every inline-asm statement becomes a call of the small PTX
+# interpreter in cuda_emu.h, with its operands in asm numbering:
+#
+#   asm volatile("mma.sync... {%0,%1,%2,%3}, ..." : "+f"(c[0]), ... : "r"(a[0]), ...);
+#   -> emu_asm("mma.sync... {%0,%1,%2,%3}, ...", {EMU_OUT(c[0]), ..., EMU_IN(a[0]), ...});
+#
+# so the operand order written in the kernel (which register is the high
+# half of a cvt.bf16x2, which address is which ldmatrix row) is what the
+# emulator executes, and a wrong fragment layout gives wrong numbers here
+# as on the GPU.  The dynamic shared array becomes emu_dyn_smem (shared
+# addresses are offsets into it) and kdt_params.h is preceded by
+# cuda_emu.h.
+set -eu
+python3 - "$1" "$2" <<'EOF'
+import re, sys
+
+src = open(sys.argv[1]).read()
+
+def skip_string(s, i):
+    """s[i] is '"': index just past the closing quote."""
+    i += 1
+    while s[i] != '"':
+        i += 2 if s[i] == '\\' else 1
+    return i + 1
+
+def match_paren(s, i):
+    """s[i] is '(': index of its ')'."""
+    depth = 0
+    while True:
+        c = s[i]
+        if c == '"':
+            i = skip_string(s, i)
+            continue
+        if c == '(':
+            depth += 1
+        elif c == ')':
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+
+def split_top(s, sep):
+    parts, depth, cur, i = [], 0, '', 0
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            j = skip_string(s, i)
+            cur += s[i:j]
+            i = j
+            continue
+        if c in '([{':
+            depth += 1
+        elif c in ')]}':
+            depth -= 1
+        if c == sep and depth == 0:
+            parts.append(cur)
+            cur = ''
+        else:
+            cur += c
+        i += 1
+    parts.append(cur)
+    return parts
+
+def operands(sec, out):
+    res = []
+    for op in split_top(sec, ','):
+        op = op.strip()
+        if not op:
+            continue
+        m = re.match(r'"([^"]*)"\s*\((.*)\)$', op, re.S)
+        if not m:
+            sys.exit('prep_attn: cannot parse asm operand %r' % op)
+        cons, expr = m.groups()
+        if out:
+            kind = 'EMU_INOUT' if cons.startswith('+') else 'EMU_OUT'
+        else:
+            kind = 'EMU_IN'
+        res.append('%s(%s)' % (kind, expr.strip()))
+    return res
+
+out, i = '', 0
+pat = re.compile(r'\basm\s*(volatile\s*)?\(')
+while True:
+    m = pat.search(src, i)
+    if not m:
+        out += src[i:]
+        break
+    out += src[i:m.start()]
+    lp = m.end() - 1
+    rp = match_paren(src, lp)
+    secs = split_top(src[lp + 1:rp], ':')
+    tmpl = secs[0].strip()
+    ops = []
+    if len(secs) > 1:
+        ops += operands(secs[1], True)
+    if len(secs) > 2:
+        ops += operands(secs[2], False)
+    out += 'emu_asm(%s, {%s})' % (tmpl, ', '.join(ops))
+    i = rp + 1
+
+out = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char smem\[\];',
+             'unsigned char *smem = emu_dyn_smem;', out)
+out = out.replace('#include "kdt_params.h"',
+                  '#include "cuda_emu.h"\n#include "kdt_params.h"')
+open(sys.argv[2], 'w').write(out)
+EOF
