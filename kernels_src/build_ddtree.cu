@@ -104,10 +104,18 @@ constexpr int CAP =
     : CAP_LIM >= 256u ? 256 : CAP_LIM >= 128u ? 128
     : CAP_LIM >= 64u ? 64 : CAP_LIM >= 32u ? 32 : 0;
 // The search wants a window [B, CAP] at least twice as wide as B.
-constexpr bool FAST = CAP >= 2 * N_MAX && N_MAX - 1 > LOOP_MAX_B;
+// (and the sort's smallest size, one key a thread, must fit the buffer).
+constexpr bool FAST =
+    CAP >= 2 * N_MAX && CAP >= THREADS && N_MAX - 1 > LOOP_MAX_B;
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
-constexpr unsigned SMEM_BYTES =
-    OFF_REGION + (FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES);
+constexpr unsigned REGION_BYTES =
+    FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES;
+constexpr unsigned SMEM_BYTES = OFF_REGION + REGION_BYTES;
+// After the threshold path the region is free: the ancestor masks are
+// built there (a thread a row, odd row stride: no bank conflicts) and
+// copied out by consecutive threads, rather than each thread storing its
+// row's W words W*4 bytes apart from its neighbours' (a sector a word).
+constexpr bool STAGE_MASKS = FAST && 4u * N_MAX * W <= REGION_BYTES;
 // Rounds of the threshold search before giving up (the loop takes over),
 // and its first threshold: above a typical tree's last score (a drafter's
 // trees of 64 to 1024 nodes end near -5 to -9), so the first round is
@@ -117,6 +125,12 @@ constexpr float START_T = -4.0f;
 
 static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
               "tree fields are stored as 16-bit integers");
+
+// Phase marks for tools/dev/bd_phases.cu (thread 0 records clock64 at each
+// numbered point); empty in the library.
+#ifndef KDT_BD_PHASE
+#define KDT_BD_PHASE(i) ((void)0)
+#endif
 
 __device__ __forceinline__ float
 neg_inf()
@@ -267,7 +281,7 @@ write_mask_row(unsigned *row, int i, const short *parent, bool walk)
 
 __device__ __forceinline__ void
 write_padding_row(const kdt_build_ddtree_params &p, long long o, int i,
-                  int root, int past, const short *parent)
+                  int root, int past, const short *parent, unsigned *mask)
 {
     p.token[o + i] = root;
     p.parent[o + i] = -1;
@@ -277,7 +291,7 @@ write_padding_row(const kdt_build_ddtree_params &p, long long o, int i,
     p.next_sibling[o + i] = -1;
     if (p.score)
         p.score[o + i] = neg_inf();
-    write_mask_row(p.anc_mask + (o + i) * W, i, parent, false);
+    write_mask_row(mask + (long long)i * W, i, parent, false);
 }
 
 // ---- the threshold path ---------------------------------------------
@@ -435,6 +449,78 @@ elem_less(const elems e, int x, int y)
     return e.rank[ax] < e.rank[ay];
 }
 
+// One compare-exchange of a bitonic step on x, whose partner holds y: x
+// is at position a, the pair is (a & ~j, a | j), and the block of size k
+// it belongs to sorts ascending when a & k is 0.
+__device__ __forceinline__ unsigned long long
+bitonic_pick(unsigned long long x, unsigned long long y, int a, int j, int k)
+{
+    const bool lower = (a & j) == 0, up = (a & k) == 0;
+    return (lower == up) == (x < y) ? x : y;
+}
+
+// Bitonic sort, ascending, of the sort keys of elements 0 .. n-1 (~score
+// key << 32 | element, so score descending, then element) padded with ~0
+// to N2 = KPT * THREADS keys, into e.key[0, N2).  Thread t holds positions
+// t KPT .. t KPT + KPT - 1 in registers, so steps of distance j < KPT stay
+// in the thread, j < 32 KPT are lane shuffles, and only the longer ones
+// (six steps, whatever N2) go through shared memory, with two barriers
+// each.  The caller puts a barrier after it before reading e.key.
+template <int KPT>
+__device__ __forceinline__ void
+sort_keys(const elems e, int n)
+{
+    constexpr int N2 = KPT * THREADS;
+    const int tid = threadIdx.x, base = tid * KPT;
+    unsigned long long x[KPT];
+#pragma unroll
+    for (int r = 0; r < KPT; r++) {
+        const int i = base + r;
+        x[r] = i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
+                           (unsigned)i
+                     : ~0ull;
+    }
+    for (int k = 2; k <= N2; k <<= 1) {
+        for (int j = k >> 1; j >= KPT; j >>= 1) {
+            if (j >= 32 * KPT) { // another warp's positions
+                __syncthreads(); // the last shared step is read
+#pragma unroll
+                for (int r = 0; r < KPT; r++)
+                    e.key[base + r] = x[r];
+                __syncthreads();
+#pragma unroll
+                for (int r = 0; r < KPT; r++)
+                    x[r] = bitonic_pick(x[r], e.key[(base + r) ^ j],
+                                        base + r, j, k);
+            } else { // another lane's
+#pragma unroll
+                for (int r = 0; r < KPT; r++)
+                    x[r] = bitonic_pick(
+                        x[r], __shfl_xor_sync(0xffffffffu, x[r], j / KPT),
+                        base + r, j, k);
+            }
+        }
+#pragma unroll
+        for (int J = KPT / 2; J > 0; J >>= 1) { // inside the thread
+            if (J < k) {
+#pragma unroll
+                for (int r = 0; r < KPT; r++)
+                    if ((r & J) == 0) {
+                        const unsigned long long a = x[r], b = x[r | J];
+                        const bool up = ((base + r) & k) == 0;
+                        const bool sw = up ? a > b : a < b;
+                        x[r] = sw ? b : a;
+                        x[r | J] = sw ? a : b;
+                    }
+            }
+        }
+    }
+    __syncthreads(); // the last shared step is read
+#pragma unroll
+    for (int r = 0; r < KPT; r++)
+        e.key[base + r] = x[r];
+}
+
 // The threshold path (see the top of the file).  Block-wide; true when it
 // built nodes 1..B into the tree arrays (and node 0's links), false when
 // the loop must run instead (then it has written only the region).
@@ -509,6 +595,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
         if (!(T >= lo && T < hi) || (lo_state == 2 && !(T > lo)))
             break; // lo and hi adjacent: ties beyond CAP
         const int c = enumerate(T, Lr, lps, e, ws);
+        KDT_BD_PHASE(4 + (rounds < 5 ? rounds : 5));
         if (c > CAP) {
             lo = T;
             lo_state = 2;
@@ -544,49 +631,22 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     if (n < 0)
         return false;
 
+    KDT_BD_PHASE(10);
     // e[0, n) are all the prefixes scoring >= T, n >= B, so the loop's
     // first B nodes are among them: sort by score (descending), then order
     // each run of equal scores by rank path.
-    int n2 = 2;
+    int n2 = THREADS;
     while (n2 < n)
         n2 <<= 1;
-    for (int i = tid; i < n2; i += THREADS)
-        e.key[i] = i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
-                               (unsigned)i
-                         : ~0ull;
+    switch (n2 / THREADS) {
+    case 1: sort_keys<1>(e, n); break;
+    case 2: if constexpr (2 * THREADS <= CAP) sort_keys<2>(e, n); break;
+    case 4: if constexpr (4 * THREADS <= CAP) sort_keys<4>(e, n); break;
+    case 8: if constexpr (8 * THREADS <= CAP) sort_keys<8>(e, n); break;
+    default: if constexpr (16 * THREADS <= CAP) sort_keys<16>(e, n); break;
+    }
     __syncthreads();
-    // Bitonic sort, ascending.  Warp w owns pairs [w P, (w+1) P), which
-    // touch only elements [2 w P, 2 (w+1) P) while j <= P: such steps need
-    // only __syncwarp, and a barrier is due only when a block-wide step
-    // follows a warp-local one.
-    const int P = n2 / 2 / (THREADS / 32);
-    const int lane = tid & 31, warp = tid >> 5;
-    bool local = false;
-    for (int k = 2; k <= n2; k <<= 1)
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            const bool now_local = j <= P;
-            if (local && !now_local)
-                __syncthreads();
-            const int i0 = now_local ? warp * P + lane : tid;
-            const int i1 = now_local ? (warp + 1) * P : n2 / 2;
-            const int di = now_local ? 32 : THREADS;
-            for (int i = i0; i < i1; i += di) {
-                const int a = ((i & ~(j - 1)) << 1) | (i & (j - 1));
-                const int b = a | j;
-                const unsigned long long x = e.key[a], y = e.key[b];
-                if ((x > y) == ((a & k) == 0)) {
-                    e.key[a] = y;
-                    e.key[b] = x;
-                }
-            }
-            if (now_local)
-                __syncwarp();
-            else
-                __syncthreads();
-            local = now_local;
-        }
-    if (local)
-        __syncthreads();
+    KDT_BD_PHASE(11);
     for (int q = tid; q < n; q += THREADS) {
         const unsigned long long kq = e.key[q];
         const unsigned hq = (unsigned)(kq >> 32);
@@ -628,6 +688,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
         e.node[x] = (short)(pos < B ? pos + 1 : -1);
     }
     __syncthreads();
+    KDT_BD_PHASE(12);
     // The chosen set is closed under parents and elder siblings (both come
     // first in the order), so its links come from the element layout: a
     // node's first child is its first child element, its next sibling the
@@ -784,7 +845,7 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
     } else {
         // Rows past budget + 1 are padding whatever the loop builds.
         for (int i = B + 1 + tid - 32; i < N_MAX; i += THREADS - 32)
-            write_padding_row(p, o, i, root, past, parent);
+            write_padding_row(p, o, i, root, past, parent, p.anc_mask + o * W);
     }
     __syncthreads();
 }
@@ -823,11 +884,28 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     const int past = p.past_len ? p.past_len[r] : 0;
 
     const float *lp_g = p.lp + (long long)r * L * K;
-    for (int i = tid; i < L * K; i += THREADS)
-        lps[i] = canon(lp_g[i]);
+    KDT_BD_PHASE(0);
+    if ((L * K) % 4 == 0 && (reinterpret_cast<unsigned long long>(lp_g) & 15u) == 0) {
+        // 16-byte loads, all of a thread's in flight at once
+        const uint4 *g4 = reinterpret_cast<const uint4 *>(lp_g);
+        uint4 *s4 = reinterpret_cast<uint4 *>(lps);
+#pragma unroll 4
+        for (int i = tid; i < L * K / 4; i += THREADS) {
+            const uint4 v = g4[i];
+            s4[i] = make_uint4(__float_as_uint(canon(__uint_as_float(v.x))),
+                               __float_as_uint(canon(__uint_as_float(v.y))),
+                               __float_as_uint(canon(__uint_as_float(v.z))),
+                               __float_as_uint(canon(__uint_as_float(v.w))));
+        }
+    } else {
+#pragma unroll 4
+        for (int i = tid; i < L * K; i += THREADS)
+            lps[i] = canon(lp_g[i]);
+    }
     if (tid == 0)
         s_bad = 0;
     __syncthreads();
+    KDT_BD_PHASE(1);
 
     bool fast = false;
     if constexpr (FAST) {
@@ -844,6 +922,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
             if (bad)
                 s_bad = 1;
             __syncthreads();
+            KDT_BD_PHASE(2);
             if (!s_bad) {
                 unsigned char *rg = smem + OFF_REGION;
                 const elems e = {
@@ -862,11 +941,18 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
         }
     }
     if (fast) {
+        KDT_BD_PHASE(13);
+        if (STAGE_MASKS)
+            __syncthreads(); // the region's elements are read
         if (tid == 0)
             s_nodes = B + 1;
+        unsigned *masks = STAGE_MASKS
+                              ? reinterpret_cast<unsigned *>(smem + OFF_REGION)
+                              : p.anc_mask + o * W;
         for (int i = B + 1 + tid; i < N_MAX; i += THREADS)
-            write_padding_row(p, o, i, root, past, parent);
+            write_padding_row(p, o, i, root, past, parent, masks);
         __syncthreads();
+        KDT_BD_PHASE(14);
     } else {
         loop_path(p, B, Lr, root, past, o, lps, node_score, slot_score,
                   slot_next_lp, slot_child_lp, slot_dk, parent, rank, depth,
@@ -875,6 +961,9 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
 
     const int n = s_nodes;
     const int *ids_g = p.ids + (long long)r * L * K;
+    const bool staged = STAGE_MASKS && fast;
+    unsigned *masks = staged ? reinterpret_cast<unsigned *>(smem + OFF_REGION)
+                             : p.anc_mask + o * W;
     if (tid == 0)
         p.n_nodes[r] = n;
     for (int i = tid; i <= B; i += THREADS) {
@@ -888,9 +977,17 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
             p.next_sibling[o + i] = next_sibling[i];
             if (p.score)
                 p.score[o + i] = node_score[i];
-            write_mask_row(p.anc_mask + (o + i) * W, i, parent, true);
+            write_mask_row(masks + (long long)i * W, i, parent, true);
         } else {
-            write_padding_row(p, o, i, root, past, parent);
+            write_padding_row(p, o, i, root, past, parent, masks);
         }
     }
+    if (staged) {
+        __syncthreads();
+        unsigned *g = p.anc_mask + o * W;
+#pragma unroll 4
+        for (int i = tid; i < N_MAX * W; i += THREADS)
+            g[i] = masks[i];
+    }
+    KDT_BD_PHASE(15);
 }

@@ -12,56 +12,10 @@
 #include <string.h>
 
 #include "../tests/ref_ddtree.h"
+#include "bench_ddtree_input.h"
 #include "bench_suite.h"
 
 #define BD_L 15
-
-static uint64_t
-rnd64(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static int
-fdesc(const void *x, const void *y)
-{
-    float a = *(const float *)x, b = *(const float *)y;
-    return (a < b) - (a > b);
-}
-
-/* One request's [L][K] log-probs and ids, as draft_topk would give them
- * for a drafter's peaked rows: logits -a ln(rank + 1) plus noise over 4096
- * tokens (a Zipf law with exponent a in [1, 2.4] per depth; the top token
- * gets 40-80% of the mass), log-softmaxed and sorted.  Such rows make
- * trees several levels deep, as DDTree's are. */
-static void
-make_request(float *lp, int32_t *ids, int K, uint64_t *seed)
-{
-    enum { VS = 4096 };
-    float x[VS];
-    for (int d = 0; d < BD_L; d++) {
-        double m = -INFINITY, s = 0;
-        float a = 1.0f + (float)(rnd64(seed) % 1000) / 700.0f;
-        for (int j = 0; j < VS; j++) {
-            uint64_t r = rnd64(seed);
-            float u = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) +
-                      (float)((r >> 32) & 0xffff) + (float)(r >> 48);
-            x[j] = -a * logf((float)j + 1.0f) + 0.3f * (u / 65536.0f - 2.0f);
-            if (x[j] > m)
-                m = x[j];
-        }
-        for (int j = 0; j < VS; j++)
-            s += exp(x[j] - m);
-        qsort(x, VS, sizeof(float), fdesc);
-        for (int k = 0; k < K; k++) {
-            lp[d * K + k] = (float)(x[k] - m - log(s));
-            ids[d * K + k] = (int32_t)(rnd64(seed) % 163840);
-        }
-    }
-}
 
 typedef struct bd_case {
     kdtree_runtime *rt;
@@ -114,7 +68,7 @@ bench_build_ddtree(bench_ctx *b)
             int R = Rs[ri];
             if (quick && R != 1)
                 continue;
-            uint64_t seed = 0xB11D0000u + (uint64_t)B * 131 + (uint64_t)R;
+            uint64_t seed = BD_SEED(B, R);
             size_t lk = (size_t)R * BD_L * K, rn = (size_t)R * N;
             float *lp = malloc(lk * 4);
             int32_t *ids = malloc(lk * 4), *budget = malloc((size_t)R * 4),
@@ -131,10 +85,10 @@ bench_build_ddtree(bench_ctx *b)
             c.o_sc = malloc(rn * 4);
             c.o_mask = malloc(rn * W * 4);
             for (int r = 0; r < R; r++) {
-                make_request(lp + (size_t)r * BD_L * K, ids + (size_t)r * BD_L * K,
-                             K, &seed);
+                bd_make_request(lp + (size_t)r * BD_L * K,
+                                ids + (size_t)r * BD_L * K, BD_L, K, &seed);
                 budget[r] = B;
-                root[r] = (int32_t)(rnd64(&seed) % 163840);
+                root[r] = (int32_t)(bd_rnd64(&seed) % 163840);
                 past[r] = 1000 + 37 * r;
             }
             c.rt = bench_runtime(b);
