@@ -308,8 +308,9 @@ struct elems {
     short *node, *coff, *cnt, *par, *rank, *dep;
 };
 
-// Exclusive prefix sum of v over the block; total gets the sum.  Ends with
-// a barrier, so ws may be reused at once.
+// Exclusive prefix sum of v over the block; total gets the sum.  No
+// barrier at the end: every caller passes another barrier before the next
+// scan writes ws.
 __device__ __forceinline__ int
 block_scan(int v, int &total, int *ws)
 {
@@ -331,7 +332,6 @@ block_scan(int v, int &total, int *ws)
         tot += s;
         before += w < warp ? s : 0;
     }
-    __syncthreads();
     total = tot;
     return before + x - v;
 }
@@ -339,13 +339,22 @@ block_scan(int v, int &total, int *ws)
 // How many ranks k of a sorted row extend a prefix of score s to a score
 // >= T: the loop's own f32 addition s + row[k], which never increases with
 // k.  (NaN cannot come out: no +inf on this path; -inf >= T is false.)
-// Most prefixes extend by few ranks, so gallop from rank 0 (probes 0, 1,
-// 3, 7, ..) before the binary search: about 2 log2(count) + 1 loads
-// rather than log2(K).
+// Most prefixes extend by few ranks: ranks 0..3 are tested with four
+// independent loads, then it gallops (probes 7, 15, 31, ..) before the
+// binary search: about 2 log2(count) loads rather than log2(K).
 __device__ __forceinline__ int
 count_ge(const float *row, float s, float T)
 {
-    int lo = 0, b = 1; // ranks < lo reach T
+    constexpr int F = K < 4 ? K : 4;
+    float f[F];
+#pragma unroll
+    for (int k = 0; k < F; k++)
+        f[k] = row[k];
+#pragma unroll
+    for (int k = 0; k < F; k++)
+        if (!(s + f[k] >= T))
+            return k;
+    int lo = F, b = 2 * F; // ranks < lo reach T
     while (b <= K && s + row[b - 1] >= T) {
         lo = b;
         b <<= 1;
@@ -395,27 +404,23 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
         const int ex = block_scan(sum, total, ws);
         if (pe + total > CAP)
             return pe + total;
+        // Each parent names itself in its children's par (a store loop,
+        // long only for the few parents with many children), so a child
+        // finds its parent with one load rather than a search.
         int off = pe + ex;
         for (int q = b0; q < b1; q++) {
+            const int c = e.cnt[q];
             e.coff[q] = (short)off;
-            off += e.cnt[q];
+            for (int i = 0; i < c; i++)
+                e.par[off + i] = (short)q;
+            off += c;
         }
         __syncthreads();
         for (int j = tid; j < total; j += THREADS) {
             const int at = pe + j;
-            // its parent: the last q with coff[q] <= at (that one has
-            // children, the ones before it with the same offset have none)
-            int l = ps, h = pe - 1;
-            while (l < h) {
-                const int m = (l + h + 1) >> 1;
-                if (e.coff[m] <= at)
-                    l = m;
-                else
-                    h = m - 1;
-            }
+            const int l = e.par[at];
             const int k = at - e.coff[l];
             e.score[at] = canon(e.score[l] + row[k]);
-            e.par[at] = (short)l;
             e.rank[at] = (short)k;
             e.dep[at] = (short)d;
             e.cnt[at] = 0;
