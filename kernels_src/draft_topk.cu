@@ -28,7 +28,8 @@
 //    logit of digit `lb`): its logits of digit >= lb are counted in a
 //    shared 4096-bin digit histogram and their keys appended to a shared
 //    buffer, by the lanes that hold them (two shared atomics a key).
-// lb is raised as the histogram fills: now and then a warp scans the
+// lb is raised as the histogram fills: every RESCAN steps a warp that
+// finds at least KC/8 keys appended since the last raise began scans the
 // histogram down from the top digit and sets lb to the highest bin b with
 // at least KC counted logits at digits >= b (KC = min(K, chunk length)).
 // That is always a valid lower bound for the KC-th largest digit (counts
@@ -118,6 +119,7 @@ struct topk_smem {
     float thr;             // a logit below it has digit < lb (see thr_of)
     int maxd;              // >= every counted digit
     int kept;              // compaction counter
+    int rdone;             // cnt when the last lb raise began
     int sel[4];            // threshold search result: bin, above, at
     float red_m[WARPS], red_s[WARPS];
     float part_m, part_s;  // this block's chunk: max, sum of exp(x - max)
@@ -616,13 +618,14 @@ kdt_draft_topk(kdt_draft_topk_params p)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const unsigned S = cluster_size() ? cluster_size() : 1u;
     const unsigned rank = S > 1 ? cluster_rank() : 0u;
-    const int r = blockIdx.x / S;
+    const int lg_s = __ffs((int)S) - 1; // S is a power of two
+    const int r = (int)(blockIdx.x >> lg_s);
 
     // This block's chunk of row r: [c0, c0 + n), chunk starts a multiple
     // of 8 logits apart (the host keeps every chunk non-empty).
     row_layout L;
     {
-        const int per = ((V + (int)S - 1) / (int)S + 7) & ~7;
+        const int per = (((V + (int)S - 1) >> lg_s) + 7) & ~7;
         const int c0 = imin(V, (int)rank * per);
         L.base = c0;
         L.n = imin(V - c0, per);
@@ -657,6 +660,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         sm.thr = neg_inf();
         sm.maxd = digit(neg_inf()); // the lowest digit a logit can have
         sm.kept = 0;
+        sm.rdone = 0;
     }
     __syncthreads();
     row_state st = {neg_inf(), 0.0f, __int_as_float(0x7fffffff)};
@@ -682,25 +686,46 @@ kdt_draft_topk(kdt_draft_topk_params p)
             keep(sm, x, L.base + L.head + tid * PER, valid, lm, sm.thr);
     }
 
-    // The rest of the chunk: no barrier.
-    for (int s0 = 1; s0 < L.nsteps; s0 += PREFETCH) {
+    // The rest of the chunk: no barrier.  Loop-carried counters only (the
+    // compiler would rebuild values derived from the layout every step):
+    // `left` steps remain, the refill slot exists while `ahead` > 0 and
+    // the slot being folded while `ahead` > -PREFETCH * THREADS.
+    {
+        const uint4 *next = L.body + (long long)((1 + PREFETCH) * THREADS + tid) * CHUNKS;
+        int ahead = L.nslots - ((1 + PREFETCH) * THREADS + tid);
+        int id0 = L.base + L.head + (THREADS + tid) * PER;
+        int tick = 1 + warp; // s + warp
+        const int gap = (kc + 7) >> 3;
+        for (int left = L.nsteps - 1; left > 0; left -= PREFETCH) {
 #pragma unroll
-        for (int q = 0; q < PREFETCH; q++) {
-            const int s = s0 + q;
-            if (s < L.nsteps) { // uniform
-                const int j = s * THREADS + tid;
-                float x[PER];
-                const float lm = fold(st, x, unpack(ring[q], x));
-                const int jn = j + PREFETCH * THREADS;
+            for (int q = 0; q < PREFETCH; q++) {
+                if (q < left) { // uniform
+                    float x[PER];
+                    const float lm = fold(st, x, unpack(ring[q], x));
 #pragma unroll
-                for (int h = 0; h < CHUNKS; h++)
-                    ring[q][h] = jn < L.nslots ? __ldg(L.body + jn * CHUNKS + h) : neg_slot();
-                const float thr = vload(&sm.thr);
-                if (j < L.nslots && lm >= thr)
-                    keep(sm, x, L.base + L.head + j * PER, 0xffu, lm, thr);
-                if ((s + warp) % RESCAN == 0)
-                    raise_lb(sm, kc);
+                    for (int h = 0; h < CHUNKS; h++)
+                        ring[q][h] = ahead > 0 ? __ldg(next + h) : neg_slot();
+                    const float thr = vload(&sm.thr);
+                    if (ahead > -PREFETCH * THREADS && lm >= thr)
+                        keep(sm, x, id0, 0xffu, lm, thr);
+                    next += THREADS * CHUNKS;
+                    ahead -= THREADS;
+                    id0 += THREADS * PER;
+                    // A warp raises lb every RESCAN steps, and only when
+                    // `gap` keys were appended since the last raise began
+                    // (a scan of unchanged counts finds nothing new; a
+                    // few keys rarely lift a bin to KC).
+                    if ((tick + q) % RESCAN == 0) {
+                        const int c = vload(&sm.cnt);
+                        if (__shfl_sync(0xffffffffu, c - vload(&sm.rdone) >= gap, 0)) {
+                            if (lane == 0)
+                                sm.rdone = c;
+                            raise_lb(sm, kc);
+                        }
+                    }
+                }
             }
+            tick += PREFETCH;
         }
     }
     {
