@@ -114,27 +114,41 @@ slot_index(int row, int col)
 constexpr int TPT = NTHREADS / BN;            /* threads per token */
 constexpr int PIECES = (CHUNKS + TPT - 1) / TPT;
 
-/* Copies KV tile t (tokens t*BN ..) of the request into the stage at
- * `dst` (this thread's first piece); tokens at or past `total` are
- * zero-filled (never read: the block table may hold garbage there, and a
- * zero V row times P = 0 cannot make NaN). */
+/* Where this thread's pieces of KV tile t (tokens t*BN ..) come from: the
+ * source of its first piece, or NULL for a token at or past `total`
+ * (zero-filled, never read: the block table may hold garbage there, and a
+ * zero V row times P = 0 cannot make NaN).  Separate from the copy so that
+ * the block-table read of a tile is issued one iteration before the copy
+ * that needs it and its latency hides behind that iteration's MMAs. */
+static __device__ __forceinline__ const uint16_t *
+kv_tile_src(int tok, int col0, int t, int total,
+            const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
+{
+    const int pos = t * BN + tok;
+    if (pos >= total)
+        return nullptr;
+    const int page = __ldg(bt + pos / PAGE);
+    return kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col0 * 8;
+}
+
+/* Copies this thread's pieces of a KV tile from `src` (kv_tile_src) into
+ * the stage at `dst` (this thread's first piece). */
+static __device__ __forceinline__ void
+kv_tile_copy(uint32_t dst, int col0, const uint16_t *src,
+             const uint16_t *__restrict__ kv)
+{
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i)
+        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
+            kdt_cp_async16(dst + i * TPT * 16, src ? src + i * TPT * 8 : kv,
+                           src ? 16 : 0);
+}
+
 static __device__ __forceinline__ void
 load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
              const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
 {
-    const int pos = t * BN + tok;
-    const uint16_t *src = kv;
-    int bytes = 0;
-    if (pos < total) {
-        const int page = __ldg(bt + pos / PAGE);
-        src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col0 * 8;
-        bytes = 16;
-    }
-#pragma unroll
-    for (int i = 0; i < PIECES; ++i)
-        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
-            kdt_cp_async16(dst + i * TPT * 16, src + (bytes ? i * TPT * 8 : 0),
-                           bytes);
+    kv_tile_copy(dst, col0, kv_tile_src(tok, col0, t, total, kv, bt), kv);
 }
 
 /* QK, the MMA half: this warp's partial S (rows 32h..32h+31, its quarter
@@ -240,24 +254,27 @@ softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
     return alpha;
 }
 
-/* PV: O[:, NCOL*w ..] = alpha O + P V for the tile whose V rows start at
- * `vrow` (lane address), P at `p_lane` (lane address). */
+/* O *= alpha, row by row (the lazy maximum moved for some row). */
 static __device__ __forceinline__ void
-pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
-        const float *alpha_s, int rescale, int lane)
+o_rescale(float o[MT][NT][4], const float *alpha_s, int lane)
 {
-    if (rescale) {
 #pragma unroll
-        for (int mi = 0; mi < MT; ++mi) {
-            const float a0 = alpha_s[16 * mi + (lane >> 2)];
-            const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
+    for (int mi = 0; mi < MT; ++mi) {
+        const float a0 = alpha_s[16 * mi + (lane >> 2)];
+        const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
-                o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
-            }
+        for (int nt = 0; nt < NT; ++nt) {
+            o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
+            o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
         }
     }
+}
+
+/* PV: O[:, NCOL*w ..] += P V for the tile whose V rows start at `vrow`
+ * (lane address), P at `p_lane` (lane address). */
+static __device__ __forceinline__ void
+pv_mma(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow)
+{
     uint32_t pa[MT][4];
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
@@ -272,6 +289,16 @@ pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
             kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
         }
     }
+}
+
+/* PV with the rescale first (the NBUF = 2 schedule). */
+static __device__ __forceinline__ void
+pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
+        const float *alpha_s, int rescale, int lane)
+{
+    if (rescale)
+        o_rescale(o, alpha_s, lane);
+    pv_mma(o, p_lane, vrow);
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, 64 / BM)
@@ -381,12 +408,23 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 
     if (NBUF == 1) {
         /*
-         * BM = 64.  Iteration t: refill (tile t+2 into the stage tile t-2
-         * left), PV of tile t-1 and QK of tile t (independent tensor work,
-         * no barrier between them), barrier X, softmax of tile t, barrier
-         * Y (which also publishes tile t+1).  The four stages hold tiles
-         * t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
+         * Iteration t: refill (tile t+2 into the stage tile t-2 left; its
+         * block-table entry was read one iteration earlier), then PV of
+         * tile t-1 and QK of tile t as one straight-line block of 68
+         * independent-enough MMAs a warp (no branch between them, so the
+         * SASS scheduler interleaves PV's 32 single MMAs with QK's four
+         * 9-long accumulation chains), barrier X, softmax of tile t,
+         * barrier Y (which also publishes tile t+1).  The four stages hold
+         * tiles t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).  The
+         * first PV (of "tile t0-1") multiplies a zero P by a zeroed V
+         * stage; the last PV (of tile t1-1) follows the loop.
          */
+        const uint32_t vz = NSTAGE - 1; /* the stage "tile t0-1" reads */
+        for (int i = tid; i < BN * (D_V / 8); i += NTHREADS)
+            *(uint4 *)(smem + vz * STAGE_BYTES + (i >> 6) * ROW_BYTES
+                       + (i & 63) * 16) = make_uint4(0, 0, 0, 0);
+        for (int i = tid; i < BM * P_STRIDE / 16; i += NTHREADS)
+            *(uint4 *)(pbuf + i * 16) = make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             if (t0 + s < t1)
@@ -394,22 +432,23 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                              total, kv, bt);
             kdt_cp_async_commit();
         }
+        const uint16_t *next_src =
+            kv_tile_src(ltok, lcol, t0 + 2, total, kv, bt);
         kdt_cp_async_wait<1>();
-        __syncthreads(); /* tile t0 landed */
-        for (int t = t0; t <= t1; ++t) {
+        __syncthreads(); /* tile t0 landed; P and the V stage zeroed */
+        for (int t = t0; t < t1; ++t) {
             const int it = t - t0;
-            if (t + 2 < t1)
-                load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok,
-                             lcol, t + 2, total, kv, bt);
+            if (t + 2 < t1) {
+                kv_tile_copy(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, lcol,
+                             next_src, kv);
+                next_src = kv_tile_src(ltok, lcol, t + 3, total, kv, bt);
+            }
             kdt_cp_async_commit();
-            if (t > t0)
-                pv_tile(o, p_lane,
-                        ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
-                            + v_lane,
-                        alpha_s, rescale, lane);
-            if (t == t1)
-                break;
+            if (rescale)
+                o_rescale(o, alpha_s, lane);
             float acc[2][2][4];
+            pv_mma(o, p_lane,
+                   ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane);
             qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
             qk_store(slots, acc, qh, qq, lane);
             __syncthreads(); /* X: partial S written; PV(t-1) done */
@@ -421,6 +460,13 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             /* Y: P, alpha and tile t+1 visible; the OR says whether any
              * row's reference maximum moved (else PV skips the rescale) */
             rescale = __syncthreads_or(alpha != 1.f);
+        }
+        if (t1 > t0) {
+            if (rescale)
+                o_rescale(o, alpha_s, lane);
+            pv_mma(o, p_lane,
+                   ring + ((t1 - t0 + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
+                       + v_lane);
         }
     } else {
         /*

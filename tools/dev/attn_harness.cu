@@ -7,6 +7,9 @@
  *        -DKDT_H=8 -DKDT_PAGE=64 -DKDT_N_MAX=65 \
  *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
  *
+ *   (-DKERNEL_OLD: tools/dev/attn_old.cu instead, the kernel before issue
+ *   4's restructuring; output lines say "old" or "new")
+ *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
  *
@@ -21,7 +24,15 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
+/* -DKERNEL_OLD: the kernel of bc5aa57 (tools/dev/attn_old.cu), to time it
+ * beside the current one in the same visit */
+#ifdef KERNEL_OLD
+#include "attn_old.cu"
+#define KNAME "old"
+#else
 #include "../../kernels_src/verify_attn.cu"
+#define KNAME "new"
+#endif
 #include "ref_verify_attn.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -218,7 +229,7 @@ check(int argc, char **argv)
         if (!std::isinf(rl[i]))
             lmax = std::max(lmax, (double)fabs(lse[i] - rl[i]));
     }
-    printf("check BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", BM,
+    printf("check %s BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", KNAME, BM,
            NBUF, H, PAGE, N_MAX, R, splits, scale);
     for (int r = 0; r < R; ++r)
         printf(" %d:%d", past[r], nn[r]);
@@ -267,9 +278,9 @@ bench(int argc, char **argv)
         CK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         double us = ts[ts.size() / 2];
-        printf("bench BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
+        printf("bench %s BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
                " %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
-               BM, NBUF, H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
+               KNAME, BM, NBUF, H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
                R, us, flops / us * 1e-6, flops / us * 1e-6 / 9.89);
         fflush(stdout);
     }
