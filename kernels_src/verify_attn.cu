@@ -21,8 +21,13 @@
  *    all BM rows (a BM x NCOL f32 accumulator, 128 registers) and
  *    multiplies P by its V columns.
  * The PV of tile t-1 and the QK of tile t share one phase between two
- * block barriers (independent tensor work), the softmax of tile t takes
- * the other; see the loop for the exact schedule and the stage ring.
+ * block barriers (independent tensor work, written as one branch-free
+ * block so that the SASS scheduler interleaves their MMAs), the softmax
+ * of tile t takes the other; see the loop for the exact schedule and the
+ * stage ring.  KDT_ATTN_PINGPONG = 1 (an experiment, not the default)
+ * splits the block into two 4-warp row groups half an iteration apart,
+ * so that one group's softmax overlaps the other's MMAs; PV then gives
+ * each warp 32 rows x 128 columns.
  * Each KV tile comes once from global memory per block (cp.async, 16-byte
  * pieces, two tiles ahead).  Blocks of the same request and split differ
  * only in their rows; blockIdx.x is the row tile, so they run side by side
@@ -92,9 +97,18 @@ static_assert((BM == 64 || BM == 32) && NTHREADS == BM * 4 && BN == 16,
               "the warp roles below are written for 8 rows a warp, 16 tokens");
 static_assert(NSTAGE == 4 && (NBUF == 1 || NBUF == 2), "the ring holds 4");
 constexpr int NWARPS = NTHREADS / 32;
-constexpr int NCOL = D_V / NWARPS;            /* output columns per warp */
+/* Ping-pong (KDT_ATTN_PINGPONG = 1, BM 64 / NBUF 1 only): warps 0-3 and
+ * 4-7 are two groups of 32 rows each, a half iteration apart (see the
+ * loop).  PV then splits the 512 columns among a group's 4 warps. */
+#ifndef KDT_ATTN_PINGPONG
+#define KDT_ATTN_PINGPONG 0
+#endif
+constexpr bool PINGPONG = KDT_ATTN_PINGPONG != 0;
+static_assert(!PINGPONG || (BM == 64 && NBUF == 1), "ping-pong: BM 64, NBUF 1");
+constexpr int PV_GROUPS = PINGPONG ? 2 : 1;   /* row groups in PV */
+constexpr int NCOL = D_V * PV_GROUPS / NWARPS; /* output columns per warp */
 constexpr int NT = NCOL / 8;                  /* their n8 tiles */
-constexpr int MT = BM / 16;                   /* m16 tiles of the block */
+constexpr int MT = BM / 16 / PV_GROUPS;       /* m16 tiles a warp's PV covers */
 static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
@@ -106,6 +120,24 @@ static __device__ __forceinline__ int
 slot_index(int row, int col)
 {
     return row * BN + (col ^ (((row >> 1) & 1) << 3));
+}
+
+/* Barrier `id` (1..15) among `count` threads (whole warps). */
+static __device__ __forceinline__ void
+named_bar(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+
+/* The same, returning whether `pred` was non-zero in any of them. */
+static __device__ __forceinline__ int
+named_bar_or(int id, int count, int pred)
+{
+    int r;
+    asm volatile("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; "
+                 "bar.red.or.pred q, %2, %3, p; selp.s32 %0, 1, 0, q; }"
+                 : "=r"(r) : "r"(pred), "r"(id), "r"(count) : "memory");
+    return r;
 }
 
 /* The KV rows this thread copies: token `tok` of every tile, 16-byte
@@ -398,15 +430,109 @@ kdt_verify_attn(const kdt_verify_attn_params p)
      * k, this warp's NCOL columns are n); P as the A operand of O */
     const uint32_t k_lane = ((lane & 7) + 8 * (lane >> 4)) * ROW_BYTES
                             + 8 * ((lane >> 3) & 1) * 2;
+    /* PV: this warp's rows start at prow, its columns at pcol */
+    const int prow = (warp / (NWARPS / PV_GROUPS)) * (BM / PV_GROUPS);
+    const int pcol = (warp % (NWARPS / PV_GROUPS)) * NCOL;
     const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
-                            + (NCOL * warp + 8 * (lane >> 4)) * 2;
-    const uint32_t p_lane = ring + P_OFF + (lane & 15) * P_STRIDE
+                            + (pcol + 8 * (lane >> 4)) * 2;
+    const uint32_t p_lane = ring + P_OFF + (prow + (lane & 15)) * P_STRIDE
                             + 8 * (lane >> 4) * 2;
+    const float *alpha_pv = alpha_s + prow; /* alpha of this warp's PV rows */
     const int ltok = tid / TPT, lcol = tid % TPT;
     const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
     int rescale = 0;
 
-    if (NBUF == 1) {
+    if (PINGPONG) {
+        /*
+         * Two groups of 4 warps, A (warps 0-3, rows 0-31) and B (warps
+         * 4-7, rows 32-63), each with its own partial-S slots, P rows and
+         * softmax rows, sharing the KV ring.  Between two block barriers
+         * Z (which publish tile t+1 and free the stage of tile t-2):
+         *   A: PV(t-1) + QK(t), barrier XA (A only), softmax(t)
+         *   B: softmax(t-1), barrier YB (B only), PV(t-1) + QK(t)
+         * so each group's softmax runs while the other group issues MMAs
+         * (one warp of each group per SM sub-partition).  The OR of the
+         * rescale flags: A's at Z (for its next PV), B's at YB (for the
+         * PV right after it).
+         */
+        const bool grp_a = warp < NWARPS / 2;
+        const uint32_t vz = NSTAGE - 1;
+        for (int i = tid; i < BN * (D_V / 8); i += NTHREADS)
+            *(uint4 *)(smem + vz * STAGE_BYTES + (i >> 6) * ROW_BYTES
+                       + (i & 63) * 16) = make_uint4(0, 0, 0, 0);
+        for (int i = tid; i < BM * P_STRIDE / 16; i += NTHREADS)
+            *(uint4 *)(pbuf + i * 16) = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            if (t0 + s < t1)
+                load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s,
+                             total, kv, bt);
+            kdt_cp_async_commit();
+        }
+        const uint16_t *next_src =
+            kv_tile_src(ltok, lcol, t0 + 2, total, kv, bt);
+        kdt_cp_async_wait<1>();
+        __syncthreads(); /* tile t0 landed; P and the V stage zeroed */
+        for (int t = t0; t < t1; ++t) {
+            const int it = t - t0;
+            if (t + 2 < t1) {
+                kv_tile_copy(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, lcol,
+                             next_src, kv);
+                next_src = kv_tile_src(ltok, lcol, t + 3, total, kv, bt);
+            }
+            kdt_cp_async_commit();
+            const uint32_t vstage =
+                ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane;
+            const uint32_t kstage =
+                ring + (it % NSTAGE) * STAGE_BYTES + k_lane;
+            float alpha = 1.f;
+            if (grp_a) {
+                if (rescale)
+                    o_rescale(o, alpha_pv, lane);
+                float acc[2][2][4];
+                pv_mma(o, p_lane, vstage);
+                qk_mma(acc, qa, kstage, qq);
+                qk_store(slots, acc, qh, qq, lane);
+                named_bar(1, NTHREADS / 2); /* XA: A's partial S */
+                alpha = softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane,
+                                     past, total, nn, snode, mask_row,
+                                     scale_log2, m_ref, l_part);
+            } else {
+                float ab = 1.f;
+                if (t > t0)
+                    ab = softmax_tile(slots, pbuf, alpha_s, t - 1, srow, sc0,
+                                      lane, past, total, nn, snode, mask_row,
+                                      scale_log2, m_ref, l_part);
+                /* YB: B's P and alpha of t-1; its slots free again */
+                if (named_bar_or(2, NTHREADS / 2, ab != 1.f))
+                    o_rescale(o, alpha_pv, lane);
+                float acc[2][2][4];
+                pv_mma(o, p_lane, vstage);
+                qk_mma(acc, qa, kstage, qq);
+                qk_store(slots, acc, qh, qq, lane);
+            }
+            kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
+            /* Z: tile t+1 visible, stage of t-2 free; A's flag */
+            rescale = __syncthreads_or(alpha != 1.f);
+        }
+        if (t1 > t0) {
+            const uint32_t vstage =
+                ring + ((t1 - t0 + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
+                + v_lane;
+            if (grp_a) {
+                if (rescale)
+                    o_rescale(o, alpha_pv, lane);
+            } else {
+                const float ab =
+                    softmax_tile(slots, pbuf, alpha_s, t1 - 1, srow, sc0, lane,
+                                 past, total, nn, snode, mask_row, scale_log2,
+                                 m_ref, l_part);
+                if (named_bar_or(2, NTHREADS / 2, ab != 1.f))
+                    o_rescale(o, alpha_pv, lane);
+            }
+            pv_mma(o, p_lane, vstage);
+        }
+    } else if (NBUF == 1) {
         /*
          * Iteration t: refill (tile t+2 into the stage tile t-2 left; its
          * block-table entry was read one iteration earlier), then PV of
@@ -445,7 +571,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             }
             kdt_cp_async_commit();
             if (rescale)
-                o_rescale(o, alpha_s, lane);
+                o_rescale(o, alpha_pv, lane);
             float acc[2][2][4];
             pv_mma(o, p_lane,
                    ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane);
@@ -463,7 +589,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         }
         if (t1 > t0) {
             if (rescale)
-                o_rescale(o, alpha_s, lane);
+                o_rescale(o, alpha_pv, lane);
             pv_mma(o, p_lane,
                    ring + ((t1 - t0 + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
                        + v_lane);
@@ -544,7 +670,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-            const int row = 16 * mi + (lane >> 2) + 8 * hf;
+            const int row = prow + 16 * mi + (lane >> 2) + 8 * hf;
             const int m = m0 + row;
             if (m >= ROWS)
                 continue;
@@ -552,7 +678,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             float inv = l > 0.f ? 1.f / l : 0.f;
             if (m >= valid_rows)
                 inv = 0.f; /* padded row: o = 0 */
-            const int col0 = NCOL * warp + 2 * (lane & 3);
+            const int col0 = pcol + 2 * (lane & 3);
             if (nsplit == 1) {
                 uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
 #pragma unroll

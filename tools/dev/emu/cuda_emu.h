@@ -143,19 +143,23 @@ static inline uint32_t emu_to_bf16(float f) {
 }
 // named barriers (bar.sync / bar.arrive id, count): condition-variable
 // barriers counted in threads
-struct emu_nbar { pthread_mutex_t mu; pthread_cond_t cv; int arrived; unsigned gen; };
+struct emu_nbar { pthread_mutex_t mu; pthread_cond_t cv; int arrived; unsigned gen; int red, res[2]; };
 inline emu_nbar emu_nbars[16] = {};
 inline pthread_once_t emu_nbar_once = PTHREAD_ONCE_INIT;
 static inline void emu_nbar_init() { for (auto &b : emu_nbars) { pthread_mutex_init(&b.mu, 0); pthread_cond_init(&b.cv, 0); } }
-static inline void emu_named_bar(int id, int count, bool wait) {
+// returns the OR of `pred` over the arrivals of this generation (bar.red.or)
+static inline int emu_named_bar(int id, int count, bool wait, int pred = 0) {
     pthread_once(&emu_nbar_once, emu_nbar_init);
     if (id < 1 || id > 15 || count <= 0 || count % 32 || count > (int)blockDim.x) emu_die("bad named barrier", std::to_string(id) + "," + std::to_string(count));
     emu_nbar &b = emu_nbars[id];
     pthread_mutex_lock(&b.mu);
     unsigned g = b.gen;
-    if (++b.arrived == count) { b.arrived = 0; b.gen++; pthread_cond_broadcast(&b.cv); }
+    b.red |= pred != 0;
+    if (++b.arrived == count) { b.res[g & 1] = b.red; b.red = 0; b.arrived = 0; b.gen++; pthread_cond_broadcast(&b.cv); }
     else if (wait) while (g == b.gen) pthread_cond_wait(&b.cv, &b.mu);
+    int r = b.res[g & 1]; // gen g+2 cannot complete before this thread arrives again
     pthread_mutex_unlock(&b.mu);
+    return r;
 }
 
 struct emu_asm_state {
@@ -209,8 +213,17 @@ struct emu_asm_state {
 
 inline void emu_asm_state::run(const std::string &op, const std::vector<std::string> &a) {
     auto is = [&](const char *p) { return op.compare(0, strlen(p), p) == 0; };
-    if (is(".reg")) { // ".reg .u64 t" arrives as op ".reg", a = {".u64 t"}
-        std::string rest = trim(a[0]); regs.push_back({trim(rest.substr(rest.find(' '))), 0}); return;
+    if (is(".reg")) { // ".reg .u64 t, u" arrives as op ".reg", a = {".u64 t", "u"}
+        std::string rest = trim(a[0]); regs.push_back({trim(rest.substr(rest.find(' '))), 0});
+        for (size_t i = 1; i < a.size(); i++) regs.push_back({a[i], 0});
+        return;
+    }
+    if (op == "setp.ne.s32" || op == "setp.ne.u32") { set(a[0], (uint32_t)get(a[1]) != (uint32_t)get(a[2])); return; }
+    if (op == "selp.s32" || op == "selp.u32") { set(a[0], get(a[3]) ? (uint32_t)get(a[1]) : (uint32_t)get(a[2])); return; }
+    if (op == "bar.red.or.pred" || op == "barrier.red.or.pred") {
+        std::string c = trim(a[3]);
+        int pv = c[0] == '!' ? !get(c.substr(1)) : get(c) != 0;
+        set(a[0], emu_named_bar((int)get(a[1]), (int)get(a[2]), true, pv)); return;
     }
     if (op == "cvta.to.shared.u64") {
         uint64_t g = get(a[1]);
