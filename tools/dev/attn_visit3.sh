@@ -13,7 +13,9 @@
 # bc5aa57, measured in ATTN_NOTES.md); new = kernels_src/verify_attn.cu
 # (BM 64 / NBUF 1, the library's default); pp = the same with
 # -DKDT_ATTN_PINGPONG=1 (two 4-warp row groups half an iteration apart);
-# extra ones via VARIANTS_EXTRA, e.g. "n32:-DKDT_ATTN_BM=32".  Usage (repo root on the GPU host):
+# n32 = new with BM 32 (two blocks an SM, the new loop);
+# extra ones via VARIANTS_EXTRA, e.g. "o32:-DKERNEL_OLD,-DKDT_ATTN_BM=32"
+# (commas become spaces).  Usage (repo root on the GPU host):
 #   OUT=/tmp/out bash tools/dev/attn_visit3.sh
 set -u
 OUT=${OUT:-/tmp/out}
@@ -25,11 +27,11 @@ T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
 ARCH=${ARCH:-sm_90}
 
-VARIANTS="old:-DKERNEL_OLD new: pp:-DKDT_ATTN_PINGPONG=1 ${VARIANTS_EXTRA:-}"
+VARIANTS="old:-DKERNEL_OLD new: pp:-DKDT_ATTN_PINGPONG=1 n32:-DKDT_ATTN_BM=32 ${VARIANTS_EXTRA:-}"
 # shapes NAME:H:PAGE:N_MAX
 CFGS="A:8:64:65 B:1:1:1 D:16:16:17 E:64:16:65 G:128:64:65 H:8:16:1025"
 for v in $VARIANTS; do
-    vn=${v%%:*} vf=${v#*:}
+    vn=${v%%:*} vf=$(echo "${v#*:}" | tr , " ")
     for c in $CFGS; do
         IFS=: read n h pg nm <<< "$c"
         nvcc -std=c++17 -O2 -arch=$ARCH -lineinfo -Xptxas -v -I kernels_src \
@@ -87,7 +89,7 @@ el "benched"
 {
     for v in $VARIANTS; do
         vn=${v%%:*}
-        [ $vn = old ] && continue
+        case $vn in new|pp) ;; *) continue;; esac
         compute-sanitizer --tool memcheck /tmp/ah3/A.$vn check 3 0.5 21 40:5 17:9
         compute-sanitizer --tool racecheck /tmp/ah3/D.$vn check 2 0.5 24 70:9 3:17
         compute-sanitizer --tool synccheck /tmp/ah3/A.$vn check 2 0.5 27 70:9
