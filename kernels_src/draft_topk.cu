@@ -39,9 +39,23 @@
 // slot maximum is at most the KC-th largest logit, so a histogram of the
 // 512 slot maxima gives a valid lb before anything is appended.
 //
+// Slot mode (SLOTS: bf16 and K <= 64, the drafter's case).  A candidate
+// slot is appended whole (its 16 bytes and its first id, SCAP = 1536
+// slots in the candidate buffer) and counted once, at the digit of its
+// maximum: ~40 instructions a warp for a candidate step against ~120 for
+// appending keys one by one.  The histogram then counts slots, and the
+// same argument holds: KC slots whose maxima have digit >= b hold KC
+// distinct logits of digit >= b, and a slot holding a logit of digit >=
+// the final lb has a maximum that passed every thr, so it was staged.
+// After pass 1 the bins [lb, maxd] are recounted exactly from the staged
+// slots' logits (or, when more than SCAP slots were staged, from the chunk
+// read again), and the selection below goes on as in key mode.  A+E keys
+// are built from the staged slots, which each thread holds in registers.
+//
 // Then: the exact histogram at digits >= lb gives the threshold digit tb
 // (A logits above it, E in it, A < KC <= A + E).  If the buffer did not
-// overflow, its keys of digit >= tb (A + E of them) are the candidates.
+// overflow, its keys (or staged logits) of digit >= tb (A + E of them) are
+// the candidates.
 // Otherwise (ties or flat rows) the chunk is read again (L2): while A + E
 // exceeds the buffer, a histogram pass narrows the threshold by the next
 // 12 bits of c (value bits, then id bits), and a last pass collects the
@@ -96,6 +110,12 @@ constexpr int NBINS = 1 << DBITS;
 constexpr int CAP = 4096;                     // candidate buffer (power of 2)
 constexpr int PT = CAP / THREADS;             // buffer entries per thread
 constexpr int RESCAN = 4;                     // a warp raises lb every 4th step
+// Slot mode (bf16, K <= 64): pass 1 appends whole candidate slots, not
+// keys (see the top of the file); SCAP slots of 16 bytes and their
+// metadata fill the candidate buffer, SPT per thread at the selection.
+constexpr bool SLOTS = DTYPE == 1 && K <= 64;
+constexpr int SCAP = 1536;
+constexpr int SPT = SCAP / THREADS;
 constexpr int MAX_SPLIT = 8;                  // blocks per row (cluster size)
 
 __host__ __device__ constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
@@ -128,6 +148,8 @@ struct topk_smem {
 constexpr int SMEM_BYTES = 49408;
 static_assert(sizeof(topk_smem) <= SMEM_BYTES, "DT_SMEM in kernel_draft_topk.c");
 static_assert(K * 8 <= NBINS * 4, "the top K keys fit in the histogram");
+static_assert(SCAP * 20 <= CAP * 8 && SCAP % THREADS == 0,
+              "slot mode: the staged slots and their metadata fill buf");
 static_assert(CAP >= 4 * 1024 && MAX_SPLIT * 64 <= CAP,
               "the host keeps S * K <= CAP");
 
@@ -448,6 +470,45 @@ keep(topk_smem &sm, const float *x, int id0, unsigned valid, float lm, float thr
         }
 }
 
+// Logit e of a bf16 slot's words, NaN -> -inf.
+__device__ __forceinline__ float
+slot_logit(const uint4 &w, int e)
+{
+    const unsigned v = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+    return fmaxf(__uint_as_float((e & 1) ? (v & 0xffff0000u) : (v << 16)), neg_inf());
+}
+
+// Slot mode: append this lane's slot (w[] as loaded, NaN and -0
+// possible; ids id0 + i; vmask its valid logits; lm its NaN-free maximum)
+// to the staged slots, and count it once, at the digit of its maximum
+// (`count`: step 0's seeding already did; lm NaN: the slot holds NaN).
+// Per lane, no collective.
+__device__ __forceinline__ void
+stage(topk_smem &sm, const uint4 *w, int id0, unsigned vmask, float lm, bool count)
+{
+    uint4 *slots = reinterpret_cast<uint4 *>(sm.buf);
+    int *meta = reinterpret_cast<int *>(slots + SCAP);
+    const int at = atomicAdd(&sm.cnt, 1);
+    if (at < SCAP) {
+        slots[at] = w[0];
+        meta[at] = id0 | (int)(vmask << 24); // id0 < 2^24
+    }
+    if (count) {
+        if (lm != lm) { // NaN in the slot: its NaN-free maximum
+            lm = neg_inf();
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                if ((vmask >> i) & 1u)
+                    lm = fmaxf(lm, slot_logit(w[0], i));
+        }
+        const int d = digit(lm);
+        atomicAdd(&sm.hist[d], 1u);
+        // maxd only grows: a covered digit skips the atomic.
+        if (d > vload(&sm.maxd))
+            atomicMax(&sm.maxd, d);
+    }
+}
+
 // x[] from a slot's 16-byte pieces (NaN kept: fold sanitises the rare
 // slots that hold one), and the slot's maximum with NaN propagated.
 __device__ __forceinline__ float
@@ -679,11 +740,18 @@ kdt_draft_topk(kdt_draft_topk_params p)
         if (warp == 0)
             raise_lb(sm, kc);
         __syncthreads();
-        if (valid)
-            atomicAdd(&sm.hist[digit(lm)], ~0u); // -1 (mod 2^32): unseed
-        __syncthreads();
-        if (valid && lm >= sm.thr)
-            keep(sm, x, L.base + L.head + tid * PER, valid, lm, sm.thr);
+        if (SLOTS) {
+            // The seed counts are slot counts already: the candidates'
+            // stay, the others are under lb.
+            if (valid && lm >= sm.thr)
+                stage(sm, first, L.base + L.head + tid * PER, valid, lm, false);
+        } else {
+            if (valid)
+                atomicAdd(&sm.hist[digit(lm)], ~0u); // -1 (mod 2^32): unseed
+            __syncthreads();
+            if (valid && lm >= sm.thr)
+                keep(sm, x, L.base + L.head + tid * PER, valid, lm, sm.thr);
+        }
     }
 
     // The rest of the chunk: no barrier.  Loop-carried counters only (the
@@ -701,13 +769,29 @@ kdt_draft_topk(kdt_draft_topk_params p)
             for (int q = 0; q < PREFETCH; q++) {
                 if (q < left) { // uniform
                     float x[PER];
-                    const float lm = fold(st, x, unpack(ring[q], x));
+                    const bool in = ahead > -PREFETCH * THREADS;
+                    if (SLOTS) {
+                        // Stage before the fold: ring[q] is reloaded
+                        // before the exp-sum needs its registers.  A slot
+                        // holding NaN (m is NaN) is staged whatever its
+                        // other logits: rare, and harmless.
+                        const float m = unpack(ring[q], x);
+                        const float thr = vload(&sm.thr);
+                        if (in && !(m < thr))
+                            stage(sm, ring[q], id0, 0xffu, m, true);
 #pragma unroll
-                    for (int h = 0; h < CHUNKS; h++)
-                        ring[q][h] = ahead > 0 ? __ldg(next + h) : neg_slot();
-                    const float thr = vload(&sm.thr);
-                    if (ahead > -PREFETCH * THREADS && lm >= thr)
-                        keep(sm, x, id0, 0xffu, lm, thr);
+                        for (int h = 0; h < CHUNKS; h++)
+                            ring[q][h] = ahead > 0 ? __ldg(next + h) : neg_slot();
+                        fold(st, x, m);
+                    } else {
+                        const float lm = fold(st, x, unpack(ring[q], x));
+#pragma unroll
+                        for (int h = 0; h < CHUNKS; h++)
+                            ring[q][h] = ahead > 0 ? __ldg(next + h) : neg_slot();
+                        const float thr = vload(&sm.thr);
+                        if (in && lm >= thr)
+                            keep(sm, x, id0, 0xffu, lm, thr);
+                    }
                     next += THREADS * CHUNKS;
                     ahead -= THREADS;
                     id0 += THREADS * PER;
@@ -734,8 +818,15 @@ kdt_draft_topk(kdt_draft_topk_params p)
         const unsigned valid = edge_slot(L, x, &id);
         const float lm = fold(st, x, x[0]);
         const float thr = vload(&sm.thr);
-        if (valid && lm >= thr)
-            keep(sm, x, id, valid, lm, thr);
+        if (valid && lm >= thr) {
+            if (SLOTS) {
+                const unsigned b = __float_as_uint(x[0]) >> 16; // logit 0
+                const uint4 w = make_uint4(b, b, b, b);
+                stage(sm, &w, id, valid, lm, true);
+            } else {
+                keep(sm, x, id, valid, lm, thr);
+            }
+        }
     }
 
     // This chunk's (max, sum): combine the threads' (max, sum).
@@ -757,6 +848,47 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
     }
     __syncthreads();
+
+    // Slot mode: the histogram counted slots; count the staged slots'
+    // logits of digit >= lb exactly instead (every logit of digit >= lb is
+    // in a staged slot).  The slots stay in registers for the compaction.
+    // Too many slots for the buffer: count over the chunk (L2).
+    uint4 sw[SLOTS ? SPT : 1];
+    int smeta[SLOTS ? SPT : 1];
+    if (SLOTS) {
+        const uint4 *slots = reinterpret_cast<const uint4 *>(sm.buf);
+        const int *meta = reinterpret_cast<const int *>(slots + SCAP);
+        const int lb = sm.lb, top = sm.maxd, nsl = sm.cnt;
+        for (int i = lb + tid; i <= top; i += THREADS)
+            sm.hist[i] = 0;
+        __syncthreads();
+        if (nsl <= SCAP) {
+#pragma unroll
+            for (int k = 0; k < SPT; k++) {
+                const int e = tid + THREADS * k;
+                smeta[k] = 0; // no valid logit
+                if (e < nsl) {
+                    sw[k] = slots[e];
+                    smeta[k] = meta[e];
+                }
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if ((smeta[k] >> (24 + i)) & 1) {
+                        const int d = digit(slot_logit(sw[k], i));
+                        if (d >= lb)
+                            atomicAdd(&sm.hist[d], 1u);
+                    }
+            }
+        } else {
+            for_row(L, [&](const float *x, int id0, unsigned valid) {
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if (((valid >> i) & 1u) && digit(x[i]) >= lb)
+                        atomicAdd(&sm.hist[digit(x[i])], 1u);
+            });
+        }
+        __syncthreads();
+    }
 
     // The threshold digit tb: exact, since every logit of digit >= lb
     // (and tb >= lb) was counted.
@@ -786,7 +918,27 @@ kdt_draft_topk(kdt_draft_topk_params p)
 #endif
     if (kc == 0) {
         n = 0;
-    } else if (sm.cnt <= CAP) {
+    } else if (SLOTS && sm.cnt <= SCAP && sm.sel[1] + sm.sel[2] <= CAP) {
+        // Keep the staged logits of digit >= tb (A + E of them) as keys.
+        // Every thread read its slots before the last two barriers.
+        const int tb = sm.sel[0];
+        n = sm.sel[1] + sm.sel[2];
+        int c = 0;
+#pragma unroll
+        for (int k = 0; k < SPT; k++)
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                c += ((smeta[k] >> (24 + i)) & 1) && digit(slot_logit(sw[k], i)) >= tb;
+        int at = warp_append(c, &sm.kept);
+#pragma unroll
+        for (int k = 0; k < SPT; k++)
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const float x = slot_logit(sw[k], i);
+                if (((smeta[k] >> (24 + i)) & 1) && digit(x) >= tb)
+                    sm.buf[at++] = ckey(x, (smeta[k] & 0xffffff) + i);
+            }
+    } else if (!SLOTS && sm.cnt <= CAP) {
         // Keep the buffered keys of digit >= tb: A + E of them.
         const int tb = sm.sel[0], cnt = sm.cnt;
         n = sm.sel[1] + sm.sel[2];

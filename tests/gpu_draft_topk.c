@@ -5,9 +5,10 @@
  * exp in f32 in another order; -inf must be exactly -inf).  Both dtypes,
  * vocabularies from 1 to 163840, rows whose start is not 16-byte aligned,
  * heavy ties, rows of -inf or NaN, ascending rows (every logit raises the
- * threshold), outputs poisoned beforehand, and the argument checks (which
- * must never launch).  Exits 77 without a GPU.  A mismatch prints the
- * first differing row and rank with expected and got values.
+ * threshold), flat rows (every slot a candidate), outputs poisoned
+ * beforehand, and the argument checks (which must never launch).  Exits
+ * 77 without a GPU.  A mismatch prints the first differing row and rank
+ * with expected and got values.
  */
 #include <check.h>
 #include <math.h>
@@ -149,6 +150,10 @@ START_TEST(edge_rows)
             ck_assert(run_case(20000, 64, dtype, 2, kind, 1));
             /* a row split over a cluster of 8 blocks, unaligned rows */
             ck_assert(run_case(65536, 100, dtype, 2, kind, 3));
+            /* bf16 K <= 64 stages slots: the same over a cluster, and
+             * 1500 slots a block, all staged on flat rows */
+            ck_assert(run_case(65536, 64, dtype, 2, kind, 3));
+            ck_assert(run_case(12000, 64, dtype, 2, kind, 1));
         }
         ck_assert(run_case(1, 1, dtype, 5, -1, 0));        /* V = K = 1 */
         ck_assert(run_case(7, 7, dtype, 4, -1, 3));        /* K = V, tiny */
