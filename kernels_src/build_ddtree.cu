@@ -103,10 +103,21 @@ constexpr int CAP =
     : CAP_LIM >= 1024u ? 1024 : CAP_LIM >= 512u ? 512
     : CAP_LIM >= 256u ? 256 : CAP_LIM >= 128u ? 128
     : CAP_LIM >= 64u ? 64 : CAP_LIM >= 32u ? 32 : 0;
-// The search wants a window [B, CAP] at least twice as wide as B.
-// (and the sort's smallest size, one key a thread, must fit the buffer).
-constexpr bool FAST =
-    CAP >= 2 * N_MAX && CAP >= THREADS && N_MAX - 1 > LOOP_MAX_B;
+// The first threshold, when it can be had, comes from the single-deviation
+// prefixes (0, .., 0, k): the B-th best of their scores, binned at
+// 1/SD_SCALE (SD_BINS bins below 0), is a threshold that at least B
+// prefixes reach.  The full count there is a few times B (prefixes that
+// deviate twice or more come on top), so round 1 aims SD_SHIFT above it.
+// On kdtree-bench's input this takes the search from 2.0-2.2 rounds (15-16
+// levels at B = 512) to 1.0-1.5 (7-12 levels); see NOTES.md.
+constexpr int SD_BINS = 256;
+constexpr float SD_SCALE = 16.0f;
+constexpr float SD_SHIFT = 0.5f;
+// The search wants a window [B, CAP] at least twice as wide as B
+// (and the sort's smallest size, one key a thread, must fit the buffer,
+// which first holds sd_bound's scratch: SD_BINS = 256 ints and L floats).
+constexpr bool FAST = CAP >= 2 * N_MAX && CAP >= THREADS &&
+                      (SD_BINS + L) * 4 <= 8 * CAP && N_MAX - 1 > LOOP_MAX_B;
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
 constexpr unsigned REGION_BYTES =
     FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES;
@@ -464,16 +475,18 @@ bitonic_pick(unsigned long long x, unsigned long long y, int a, int j, int k)
     return (lower == up) == (x < y) ? x : y;
 }
 
-// Bitonic sort, ascending, of the sort keys of elements 0 .. n-1 (~score
-// key << 32 | element, so score descending, then element) padded with ~0
+// Bitonic sort, ascending, of the sort keys of elements list[0 .. n-1]
+// (0 .. n-1 when list is null; ~score key << 32 | element, so score
+// descending, then element) padded with ~0
 // to N2 = KPT * THREADS keys, into e.key[0, N2).  Thread t holds positions
 // t KPT .. t KPT + KPT - 1 in registers, so steps of distance j < KPT stay
 // in the thread, j < 32 KPT are lane shuffles, and only the longer ones
 // (six steps, whatever N2) go through shared memory, with two barriers
-// each.  The caller puts a barrier after it before reading e.key.
+// each.  list may lie in e.key: it is read before the first barrier.  The
+// caller puts a barrier after it before reading e.key.
 template <int KPT>
 __device__ __forceinline__ void
-sort_keys(const elems e, int n)
+sort_keys(const elems e, const short *list, int n)
 {
     constexpr int N2 = KPT * THREADS;
     const int tid = threadIdx.x, base = tid * KPT;
@@ -481,8 +494,9 @@ sort_keys(const elems e, int n)
 #pragma unroll
     for (int r = 0; r < KPT; r++) {
         const int i = base + r;
-        x[r] = i < n ? (unsigned long long)(~score_key(e.score[i])) << 32 |
-                           (unsigned)i
+        const int el = list ? list[i < n ? i : 0] : i;
+        x[r] = i < n ? (unsigned long long)(~score_key(e.score[el])) << 32 |
+                           (unsigned)el
                      : ~0ull;
     }
     for (int k = 2; k <= N2; k <<= 1) {
@@ -526,6 +540,113 @@ sort_keys(const elems e, int n)
         e.key[base + r] = x[r];
 }
 
+// The single-deviation bound: the largest bin edge T (a multiple of
+// 1/SD_SCALE in (-SD_BINS/SD_SCALE, 0]) that at least B of the prefixes
+// (0, .., 0, k) of depth <= Lr reach, each scored by the loop's own f32
+// additions; -FMAX when fewer than B of them score above -SD_BINS /
+// SD_SCALE.  Since those are B distinct prefixes, count(score >= T) >= B.
+// Block-wide; hist holds SD_BINS ints + L floats of scratch.
+__device__ float
+sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
+{
+    static_assert(SD_BINS == THREADS, "one bin a thread in the scan");
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *spine = reinterpret_cast<float *>(hist + SD_BINS);
+    __shared__ float s_T;
+    hist[tid] = 0;
+    if (tid == 0) {
+        float sp = 0.0f; // score of (0, .., 0) at depth d
+        for (int d = 0; d < Lr; d++) {
+            spine[d] = sp;
+            sp = canon(sp + lps[d * K]);
+        }
+    }
+    __syncthreads();
+    // Lanes take consecutive ranks of a row, whose bins never increase, so
+    // a run of equal bins adds with one atomic (its first lane's).
+    const int total = Lr * K;
+    for (int base = warp * 32; base < total; base += THREADS) {
+        const int i = base + lane;
+        int b = -1;
+        if (i < total) {
+            const int d = i / K;
+            const float v = canon(spine[d] + lps[i]);
+            const float f = -v * SD_SCALE; // exact: a power of two
+            if (f < (float)SD_BINS)
+                b = (int)f; // v <= 0, so f >= 0: truncation is floor
+        }
+        const int prev = __shfl_up_sync(0xffffffffu, b, 1);
+        const bool edge = lane == 0 || prev != b;
+        const unsigned edges = __ballot_sync(0xffffffffu, edge);
+        if (edge && b >= 0) {
+            const unsigned later = edges & ~(0xffffffffu >> (31 - lane));
+            const int end = later ? __ffs(later) - 1 : 32;
+            atomicAdd(&hist[b], end - lane);
+        }
+    }
+    __syncthreads();
+    int sum;
+    const int x = hist[tid];
+    const int before = block_scan(x, sum, ws);
+    if (tid == 0)
+        s_T = -3.40282347e38f;
+    __syncthreads();
+    if (before < B && before + x >= B) // bins 0..tid hold >= B of them
+        s_T = -(float)(tid + 1) / SD_SCALE;
+    __syncthreads();
+    return s_T;
+}
+
+// Of the n >= B prefixes in e (all scoring >= T), the ones that can be
+// among the best B: a histogram of their scores in SEL_BINS bins over
+// [T, 0] (a monotone binning, so equal scores share a bin and a higher bin
+// index never holds a higher score) finds the bin where the count from the
+// top reaches B; the prefixes of that bin and the ones above it go to
+// list (m of them, returned), so the sort covers about B of them rather
+// than all n.  Sets e.node to -1 for every prefix (the tie pass then names
+// the chosen ones).  hist holds SEL_BINS ints; list follows it.
+// Block-wide.
+constexpr int SEL_BINS = THREADS;
+
+__device__ __forceinline__ int
+sel_bin(float s, float scale)
+{
+    return (int)fminf(-s * scale, (float)(SEL_BINS - 1));
+}
+
+__device__ int
+select_top(int B, int n, float T, const elems e, int *hist, short *list,
+           int *ws)
+{
+    const int tid = threadIdx.x;
+    __shared__ int s_bin;
+    const float scale = T < 0.0f ? (float)SEL_BINS / -T : 0.0f;
+    hist[tid] = 0;
+    for (int x = tid; x < n; x += THREADS)
+        e.node[x] = -1;
+    __syncthreads();
+    for (int x = tid; x < n; x += THREADS)
+        atomicAdd(&hist[sel_bin(e.score[x], scale)], 1);
+    __syncthreads();
+    const int h = hist[tid];
+    int total;
+    const int before = block_scan(h, total, ws);
+    if (before < B && before + h >= B)
+        s_bin = tid;
+    __syncthreads();
+    const int top = s_bin;
+    int mine = 0;
+    for (int x = tid; x < n; x += THREADS)
+        mine += sel_bin(e.score[x], scale) <= top;
+    int m;
+    int at = block_scan(mine, m, ws);
+    for (int x = tid; x < n; x += THREADS)
+        if (sel_bin(e.score[x], scale) <= top)
+            list[at++] = (short)x;
+    __syncthreads();
+    return m;
+}
+
 // The threshold path (see the top of the file).  Block-wide; true when it
 // built nodes 1..B into the tree arrays (and node 0's links), false when
 // the loop must run instead (then it has written only the region).
@@ -537,25 +658,11 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     const int tid = threadIdx.x;
     const float FMAX = 3.40282347e38f;
 
-    // A lower bound: the prefixes (0, .., 0, k) of every depth d <= Lr
-    // with k < m are m Lr distinct prefixes, so when m Lr >= B at least B
-    // prefixes score >= the least of them, which is (rows sorted) the
-    // least over d of spine(d-1) + lp[d-1][m-1].
-    float lo = -FMAX;
-    int lo_state = 0; // 0 assumed, 1 count >= B known, 2 count > CAP seen
-    const int m = imin(K, (B + Lr - 1) / Lr);
-    if ((long long)m * Lr >= B) {
-        float spine = 0.0f, least = 0.0f;
-        for (int d = 1; d <= Lr; d++) {
-            const float *row = lps + (d - 1) * K;
-            least = fminf(least, canon(spine + row[m - 1]));
-            spine = canon(spine + row[0]);
-        }
-        if (least >= -FMAX) {
-            lo = least;
-            lo_state = 1;
-        }
-    }
+    // A lower bound: the single-deviation prefixes (sd_bound), in the
+    // sort-key area (unused until the sort).
+    float lo = sd_bound(B, Lr, lps, reinterpret_cast<int *>(e.key), ws);
+    int lo_state = lo > -FMAX ? 1 : 0; // 0 none, 1 count >= B known,
+                                       // 2 count > CAP seen
     // The search keeps lo (count >= B, or > CAP when lo_state is 2) below
     // hi (count < B).  It starts high (cheap: few prefixes), then takes
     // Newton steps on log(count) from hi, with the slope measured on the
@@ -568,14 +675,18 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     float lhi = 0.0f, llo = 0.0f, slope = 1.0f;
     const float lt = logf((float)B) + 0.4f * (logf((float)CAP) - logf((float)B));
     int last = 0, same = 0, n = -1, rounds = 0;
+    float T_found = 0.0f;
     for (; rounds < MAX_ROUNDS; rounds++) {
         float T;
         if (rounds == 0) {
-            T = START_T;
-            if (lo_state == 1 && lo >= T)
-                T = lo;
-        } else if (!hi_seen) { // only overshoots so far: towards 0
-            T = lo > -0x1p-10f ? 0.0f : 0.25f * lo;
+            T = lo_state == 1 ? fminf(lo + SD_SHIFT, 0.0f) : START_T;
+        } else if (!hi_seen) {
+            // only overshoots so far: up by the log of the excess (counts
+            // grow about e-fold a nat near a tree's last score), or
+            // halfway to 0
+            T = lo + fminf(fmaxf(llo - lt, 0.25f), 8.0f);
+            if (!(T < hi))
+                T = lo > -0x1p-10f ? 0.0f : 0.5f * lo;
         } else {
             float step = (lt - lhi) / fmaxf(slope, 0.25f);
             step = fminf(fmaxf(step, 0.25f), 8.0f);
@@ -626,6 +737,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
             last = 2;
         } else {
             n = c;
+            T_found = T;
             break;
         }
     }
@@ -639,26 +751,41 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     KDT_BD_PHASE(10);
     // e[0, n) are all the prefixes scoring >= T, n >= B, so the loop's
     // first B nodes are among them: sort by score (descending), then order
-    // each run of equal scores by rank path.
-    int n2 = THREADS;
+    // each run of equal scores by rank path.  When a sort of n would be
+    // larger than one of about B, select_top first keeps the m < n that
+    // can be among the B (e.node of the others stays -1).
+    int n2 = THREADS, b2 = THREADS;
     while (n2 < n)
         n2 <<= 1;
+    while (b2 < B)
+        b2 <<= 1;
+    const short *list = nullptr;
+    int m = n;
+    if (n2 > b2) {
+        int *hist = reinterpret_cast<int *>(e.key);
+        short *sel = reinterpret_cast<short *>(hist + SEL_BINS);
+        m = select_top(B, n, T_found, e, hist, sel, ws);
+        list = sel;
+        n2 = THREADS;
+        while (n2 < m)
+            n2 <<= 1;
+    }
     switch (n2 / THREADS) {
-    case 1: sort_keys<1>(e, n); break;
-    case 2: if constexpr (2 * THREADS <= CAP) sort_keys<2>(e, n); break;
-    case 4: if constexpr (4 * THREADS <= CAP) sort_keys<4>(e, n); break;
-    case 8: if constexpr (8 * THREADS <= CAP) sort_keys<8>(e, n); break;
-    default: if constexpr (16 * THREADS <= CAP) sort_keys<16>(e, n); break;
+    case 1: sort_keys<1>(e, list, m); break;
+    case 2: if constexpr (2 * THREADS <= CAP) sort_keys<2>(e, list, m); break;
+    case 4: if constexpr (4 * THREADS <= CAP) sort_keys<4>(e, list, m); break;
+    case 8: if constexpr (8 * THREADS <= CAP) sort_keys<8>(e, list, m); break;
+    default: if constexpr (16 * THREADS <= CAP) sort_keys<16>(e, list, m); break;
     }
     __syncthreads();
     KDT_BD_PHASE(11);
-    for (int q = tid; q < n; q += THREADS) {
+    for (int q = tid; q < m; q += THREADS) {
         const unsigned long long kq = e.key[q];
         const unsigned hq = (unsigned)(kq >> 32);
         const int x = (int)(kq & 0xffffffffu);
         int pos = q;
         const bool tie_before = q > 0 && (unsigned)(e.key[q - 1] >> 32) == hq;
-        const bool tie_after = q + 1 < n && (unsigned)(e.key[q + 1] >> 32) == hq;
+        const bool tie_after = q + 1 < m && (unsigned)(e.key[q + 1] >> 32) == hq;
         if (tie_before || tie_after) {
             int a = q, b = q + 1;
             if (tie_before) { // first of the run
@@ -673,7 +800,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
                 a = l;
             }
             if (tie_after) { // one past its last
-                int l = q + 1, h = n;
+                int l = q + 1, h = m;
                 while (l < h) {
                     const int mid = (l + h) >> 1;
                     if ((unsigned)(e.key[mid] >> 32) <= hq)
