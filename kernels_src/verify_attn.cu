@@ -100,9 +100,6 @@ constexpr int NWARPS = NTHREADS / 32;
 /* Ping-pong (KDT_ATTN_PINGPONG = 1, BM 64 / NBUF 1 only): warps 0-3 and
  * 4-7 are two groups of 32 rows each, a half iteration apart (see the
  * loop).  PV then splits the 512 columns among a group's 4 warps. */
-#ifndef KDT_ATTN_PINGPONG
-#define KDT_ATTN_PINGPONG 0
-#endif
 constexpr bool PINGPONG = KDT_ATTN_PINGPONG != 0;
 static_assert(!PINGPONG || (BM == 64 && NBUF == 1), "ping-pong: BM 64, NBUF 1");
 constexpr int PV_GROUPS = PINGPONG ? 2 : 1;   /* row groups in PV */
