@@ -465,81 +465,6 @@ elem_less(const elems e, int x, int y)
     return e.rank[ax] < e.rank[ay];
 }
 
-// One compare-exchange of a bitonic step on x, whose partner holds y: x
-// is at position a, the pair is (a & ~j, a | j), and the block of size k
-// it belongs to sorts ascending when a & k is 0.
-__device__ __forceinline__ unsigned long long
-bitonic_pick(unsigned long long x, unsigned long long y, int a, int j, int k)
-{
-    const bool lower = (a & j) == 0, up = (a & k) == 0;
-    return (lower == up) == (x < y) ? x : y;
-}
-
-// Bitonic sort, ascending, of the sort keys of elements list[0 .. n-1]
-// (0 .. n-1 when list is null; ~score key << 32 | element, so score
-// descending, then element) padded with ~0
-// to N2 = KPT * THREADS keys, into e.key[0, N2).  Thread t holds positions
-// t KPT .. t KPT + KPT - 1 in registers, so steps of distance j < KPT stay
-// in the thread, j < 32 KPT are lane shuffles, and only the longer ones
-// (six steps, whatever N2) go through shared memory, with two barriers
-// each.  list may lie in e.key: it is read before the first barrier.  The
-// caller puts a barrier after it before reading e.key.
-template <int KPT>
-__device__ __forceinline__ void
-sort_keys(const elems e, const short *list, int n)
-{
-    constexpr int N2 = KPT * THREADS;
-    const int tid = threadIdx.x, base = tid * KPT;
-    unsigned long long x[KPT];
-#pragma unroll
-    for (int r = 0; r < KPT; r++) {
-        const int i = base + r;
-        const int el = list ? list[i < n ? i : 0] : i;
-        x[r] = i < n ? (unsigned long long)(~score_key(e.score[el])) << 32 |
-                           (unsigned)el
-                     : ~0ull;
-    }
-    for (int k = 2; k <= N2; k <<= 1) {
-        for (int j = k >> 1; j >= KPT; j >>= 1) {
-            if (j >= 32 * KPT) { // another warp's positions
-                __syncthreads(); // the last shared step is read
-#pragma unroll
-                for (int r = 0; r < KPT; r++)
-                    e.key[base + r] = x[r];
-                __syncthreads();
-#pragma unroll
-                for (int r = 0; r < KPT; r++)
-                    x[r] = bitonic_pick(x[r], e.key[(base + r) ^ j],
-                                        base + r, j, k);
-            } else { // another lane's
-#pragma unroll
-                for (int r = 0; r < KPT; r++)
-                    x[r] = bitonic_pick(
-                        x[r], __shfl_xor_sync(0xffffffffu, x[r], j / KPT),
-                        base + r, j, k);
-            }
-        }
-#pragma unroll
-        for (int J = KPT / 2; J > 0; J >>= 1) { // inside the thread
-            if (J < k) {
-#pragma unroll
-                for (int r = 0; r < KPT; r++)
-                    if ((r & J) == 0) {
-                        const unsigned long long a = x[r], b = x[r | J];
-                        const bool up = ((base + r) & k) == 0;
-                        const bool sw = up ? a > b : a < b;
-                        x[r] = sw ? b : a;
-                        x[r | J] = sw ? a : b;
-                    }
-            }
-        }
-    }
-    __syncthreads(); // the last shared step is read
-#pragma unroll
-    for (int r = 0; r < KPT; r++)
-        e.key[base + r] = x[r];
-}
-
 // The single-deviation bound: the largest bin edge T (a multiple of
 // 1/SD_SCALE in (-SD_BINS/SD_SCALE, 0]) that at least B of the prefixes
 // (0, .., 0, k) of depth <= Lr reach, each scored by the loop's own f32
@@ -597,54 +522,85 @@ sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
     return s_T;
 }
 
-// Of the n >= B prefixes in e (all scoring >= T), the ones that can be
-// among the best B: a histogram of their scores in SEL_BINS bins over
-// [T, 0] (a monotone binning, so equal scores share a bin and a higher bin
-// index never holds a higher score) finds the bin where the count from the
-// top reaches B; the prefixes of that bin and the ones above it go to
-// list (m of them, returned), so the sort covers about B of them rather
-// than all n.  Sets e.node to -1 for every prefix (the tie pass then names
-// the chosen ones).  hist holds SEL_BINS ints; list follows it.
-// Block-wide.
-constexpr int SEL_BINS = THREADS;
+// The order of the B best of the n >= B prefixes in e (all scoring >= T):
+// a counting sort by score into RB_BINS bins over [T, 0] (a monotone
+// binning: equal scores share a bin, and a later bin never holds a higher
+// score), then each prefix of a bin that starts before position B counts
+// the prefixes of its own bin that come before it (higher score; on equal
+// scores the smaller rank path).  Its position is its bin's start plus
+// that count; e.node gets position + 1 for the first B, -1 for the rest.
+// A bin holds a few prefixes (more only on exact ties), so this costs a
+// few passes over e and three barriers, where a bitonic sort of ~2B keys
+// costs ~10k cycles of compare-exchanges.  Scratch in e.key: counts,
+// starts and cursors (RB_BINS ints each) and the bins' prefixes (CAP
+// shorts).  Block-wide; ends with a barrier.
+constexpr int RB_BINS = CAP / 2 < 1024 ? CAP / 2 : 1024;
+constexpr int RB_PER = (RB_BINS + THREADS - 1) / THREADS; // bins a thread
+static_assert(12 * RB_BINS + 2 * CAP <= 8 * CAP, "rank_top's scratch");
 
 __device__ __forceinline__ int
-sel_bin(float s, float scale)
+rb_bin(float s, float scale)
 {
-    return (int)fminf(-s * scale, (float)(SEL_BINS - 1));
+    return (int)fminf(-s * scale, (float)(RB_BINS - 1));
 }
 
-__device__ int
-select_top(int B, int n, float T, const elems e, int *hist, short *list,
-           int *ws)
+__device__ void
+rank_top(int B, int n, float T, const elems e, int *ws)
 {
     const int tid = threadIdx.x;
-    __shared__ int s_bin;
-    const float scale = T < 0.0f ? (float)SEL_BINS / -T : 0.0f;
-    hist[tid] = 0;
-    for (int x = tid; x < n; x += THREADS)
-        e.node[x] = -1;
+    int *cnt = reinterpret_cast<int *>(e.key);
+    int *start = cnt + RB_BINS;
+    int *cur = start + RB_BINS;
+    short *order = reinterpret_cast<short *>(cur + RB_BINS);
+    // s in [T, 0]: -s * scale in [0, RB_BINS] (T < 0; T = 0 means every
+    // score is 0, one bin)
+    const float scale = T < 0.0f ? (float)RB_BINS / -T : 0.0f;
+    for (int b = tid; b < RB_BINS; b += THREADS)
+        cnt[b] = 0;
     __syncthreads();
     for (int x = tid; x < n; x += THREADS)
-        atomicAdd(&hist[sel_bin(e.score[x], scale)], 1);
+        atomicAdd(&cnt[rb_bin(e.score[x], scale)], 1);
     __syncthreads();
-    const int h = hist[tid];
+    int mine[RB_PER], sum = 0;
+#pragma unroll
+    for (int i = 0; i < RB_PER; i++) {
+        const int b = tid * RB_PER + i;
+        mine[i] = b < RB_BINS ? cnt[b] : 0;
+        sum += mine[i];
+    }
     int total;
-    const int before = block_scan(h, total, ws);
-    if (before < B && before + h >= B)
-        s_bin = tid;
+    int at = block_scan(sum, total, ws);
+#pragma unroll
+    for (int i = 0; i < RB_PER; i++) {
+        const int b = tid * RB_PER + i;
+        if (b < RB_BINS)
+            start[b] = cur[b] = at;
+        at += mine[i];
+    }
     __syncthreads();
-    const int top = s_bin;
-    int mine = 0;
-    for (int x = tid; x < n; x += THREADS)
-        mine += sel_bin(e.score[x], scale) <= top;
-    int m;
-    int at = block_scan(mine, m, ws);
-    for (int x = tid; x < n; x += THREADS)
-        if (sel_bin(e.score[x], scale) <= top)
-            list[at++] = (short)x;
+    for (int x = tid; x < n; x += THREADS) {
+        const int b = rb_bin(e.score[x], scale);
+        if (start[b] < B)
+            order[atomicAdd(&cur[b], 1)] = (short)x;
+    }
     __syncthreads();
-    return m;
+    KDT_BD_PHASE(11);
+    for (int x = tid; x < n; x += THREADS) {
+        const float sx = e.score[x];
+        const int b = rb_bin(sx, scale), a = start[b];
+        int pos = B;
+        if (a < B) {
+            pos = a;
+            const int end = a + cnt[b];
+            for (int q = a; q < end; q++) {
+                const int y = order[q];
+                const float sy = e.score[y];
+                pos += sy > sx || (sy == sx && y != x && elem_less(e, y, x));
+            }
+        }
+        e.node[x] = (short)(pos < B ? pos + 1 : -1);
+    }
+    __syncthreads();
 }
 
 // The threshold path (see the top of the file).  Block-wide; true when it
@@ -750,76 +706,8 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
 
     KDT_BD_PHASE(10);
     // e[0, n) are all the prefixes scoring >= T, n >= B, so the loop's
-    // first B nodes are among them: sort by score (descending), then order
-    // each run of equal scores by rank path.  When a sort of n would be
-    // larger than one of about B, select_top first keeps the m < n that
-    // can be among the B (e.node of the others stays -1).
-    int n2 = THREADS, b2 = THREADS;
-    while (n2 < n)
-        n2 <<= 1;
-    while (b2 < B)
-        b2 <<= 1;
-    const short *list = nullptr;
-    int m = n;
-    if (n2 > b2) {
-        int *hist = reinterpret_cast<int *>(e.key);
-        short *sel = reinterpret_cast<short *>(hist + SEL_BINS);
-        m = select_top(B, n, T_found, e, hist, sel, ws);
-        list = sel;
-        n2 = THREADS;
-        while (n2 < m)
-            n2 <<= 1;
-    }
-    switch (n2 / THREADS) {
-    case 1: sort_keys<1>(e, list, m); break;
-    case 2: if constexpr (2 * THREADS <= CAP) sort_keys<2>(e, list, m); break;
-    case 4: if constexpr (4 * THREADS <= CAP) sort_keys<4>(e, list, m); break;
-    case 8: if constexpr (8 * THREADS <= CAP) sort_keys<8>(e, list, m); break;
-    default: if constexpr (16 * THREADS <= CAP) sort_keys<16>(e, list, m); break;
-    }
-    __syncthreads();
-    KDT_BD_PHASE(11);
-    for (int q = tid; q < m; q += THREADS) {
-        const unsigned long long kq = e.key[q];
-        const unsigned hq = (unsigned)(kq >> 32);
-        const int x = (int)(kq & 0xffffffffu);
-        int pos = q;
-        const bool tie_before = q > 0 && (unsigned)(e.key[q - 1] >> 32) == hq;
-        const bool tie_after = q + 1 < m && (unsigned)(e.key[q + 1] >> 32) == hq;
-        if (tie_before || tie_after) {
-            int a = q, b = q + 1;
-            if (tie_before) { // first of the run
-                int l = 0, h = q;
-                while (l < h) {
-                    const int mid = (l + h) >> 1;
-                    if ((unsigned)(e.key[mid] >> 32) < hq)
-                        l = mid + 1;
-                    else
-                        h = mid;
-                }
-                a = l;
-            }
-            if (tie_after) { // one past its last
-                int l = q + 1, h = m;
-                while (l < h) {
-                    const int mid = (l + h) >> 1;
-                    if ((unsigned)(e.key[mid] >> 32) <= hq)
-                        l = mid + 1;
-                    else
-                        h = mid;
-                }
-                b = l;
-            }
-            pos = a;
-            if (a < B)
-                for (int y = a; y < b; y++)
-                    if (y != q &&
-                        elem_less(e, (int)(e.key[y] & 0xffffffffu), x))
-                        pos++;
-        }
-        e.node[x] = (short)(pos < B ? pos + 1 : -1);
-    }
-    __syncthreads();
+    // first B nodes are among them, in the order rank_top gives.
+    rank_top(B, n, T_found, e, ws);
     KDT_BD_PHASE(12);
     // The chosen set is closed under parents and elder siblings (both come
     // first in the order), so its links come from the element layout: a
