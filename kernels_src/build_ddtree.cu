@@ -528,15 +528,28 @@ sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
 // score), then each prefix of a bin that starts before position B counts
 // the prefixes of its own bin that come before it (higher score; on equal
 // scores the smaller rank path).  Its position is its bin's start plus
-// that count; e.node gets position + 1 for the first B, -1 for the rest.
+// that count; e.node gets position + 1 for the first B, -1 for the rest,
+// and rank_inv(e)[position] the prefix, for the first B.
 // A bin holds a few prefixes (more only on exact ties), so this costs a
 // few passes over e and three barriers, where a bitonic sort of ~2B keys
 // costs ~10k cycles of compare-exchanges.  Scratch in e.key: counts,
 // starts and cursors (RB_BINS ints each) and the bins' prefixes (CAP
 // shorts).  Block-wide; ends with a barrier.
-constexpr int RB_BINS = CAP / 2 < 1024 ? CAP / 2 : 1024;
+constexpr int RB_BINS = CAP / 2 < 1024 ? (CAP > 1 ? CAP / 2 : 1) : 1024;
 constexpr int RB_PER = (RB_BINS + THREADS - 1) / THREADS; // bins a thread
-static_assert(12 * RB_BINS + 2 * CAP <= 8 * CAP, "rank_top's scratch");
+static_assert(!FAST || 12 * RB_BINS + 2 * CAP <= 8 * CAP,
+              "rank_top's scratch fits the sort-key area");
+static_assert(!FAST || N_MAX <= 2 * RB_BINS,
+              "the node -> prefix map fits the cursors' place");
+
+// Where rank_top leaves the map from node - 1 to prefix (the cursors'
+// place, free once the bins are filled).
+__device__ __forceinline__ short *
+rank_inv(const elems e)
+{
+    return reinterpret_cast<short *>(reinterpret_cast<int *>(e.key) +
+                                     2 * RB_BINS);
+}
 
 __device__ __forceinline__ int
 rb_bin(float s, float scale)
@@ -585,20 +598,35 @@ rank_top(int B, int n, float T, const elems e, int *ws)
     }
     __syncthreads();
     KDT_BD_PHASE(11);
+    short *inv = rank_inv(e);
     for (int x = tid; x < n; x += THREADS) {
         const float sx = e.score[x];
         const int b = rb_bin(sx, scale), a = start[b];
         int pos = B;
         if (a < B) {
-            pos = a;
+            // scores first (a tight loop), rank paths only on equal
+            // scores (x itself is one of them)
             const int end = a + cnt[b];
+            int higher = 0, equal = 0;
+#pragma unroll 4
             for (int q = a; q < end; q++) {
-                const int y = order[q];
-                const float sy = e.score[y];
-                pos += sy > sx || (sy == sx && y != x && elem_less(e, y, x));
+                const float sy = e.score[order[q]];
+                higher += sy > sx;
+                equal += sy == sx;
             }
+            pos = a + higher;
+            if (equal > 1)
+                for (int q = a; q < end; q++) {
+                    const int y = order[q];
+                    pos += y != x && e.score[y] == sx && elem_less(e, y, x);
+                }
         }
-        e.node[x] = (short)(pos < B ? pos + 1 : -1);
+        if (pos < B) {
+            e.node[x] = (short)(pos + 1);
+            inv[pos] = (short)x;
+        } else {
+            e.node[x] = -1;
+        }
     }
     __syncthreads();
 }
@@ -713,10 +741,9 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     // first in the order), so its links come from the element layout: a
     // node's first child is its first child element, its next sibling the
     // next element when that has the same parent.
-    for (int x = tid; x < n; x += THREADS) {
-        const int nd = e.node[x];
-        if (nd < 0)
-            continue;
+    const short *inv = rank_inv(e);
+    for (int nd = 1 + tid; nd <= B; nd += THREADS) {
+        const int x = inv[nd - 1];
         const int pe = e.par[x];
         parent[nd] = (short)(pe < 0 ? 0 : e.node[pe]);
         rank[nd] = e.rank[x];

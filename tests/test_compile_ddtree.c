@@ -21,6 +21,9 @@ static const char *const shapes[][2] = {
     {"build_ddtree", "L=15,K=1024,N_MAX=1025"},
     {"build_ddtree", "L=1,K=1,N_MAX=1"},
     {"build_ddtree", "L=128,K=128,N_MAX=513"},
+    {"build_ddtree", "L=15,K=512,N_MAX=513"}, /* threshold path, CAP 2048 */
+    {"build_ddtree", "L=15,K=64,N_MAX=65"},
+    {"build_ddtree", "L=2,K=16,N_MAX=18"},    /* threshold path, CAP 256 */
     {"tree_accept", "N_MAX=1025,L=1024"},
     {"tree_accept", "N_MAX=1,L=1"},
 };
