@@ -15,11 +15,14 @@
 // extensions) and its result is the first B of that order.  The block
 // searches a threshold T with B <= count(score >= T) <= CAP, enumerating
 // the prefixes that reach T level by level (a prefix's children that do
-// are a rank prefix of its row: one binary search, each score the very
-// f32 addition the loop makes), then sorts that set by (score, rank path)
-// and keeps the first B.  When no such finite T is found (-inf scores
-// needed, fewer prefixes than B, more ties at one score than CAP allows,
-// or too many rounds), it falls back to:
+// are a rank prefix of its row: one search, each score the very f32
+// addition the loop makes).  The first T comes from the single-deviation
+// prefixes (0, .., 0, k) (sd_bound), later ones from Newton steps on
+// log(count).  Then the first B of that set by (score, rank path) come
+// from a counting sort by score and a count within each score bin
+// (rank_top).  When no such finite T is found (-inf scores needed, fewer
+// prefixes than B, more ties at one score than CAP allows, or too many
+// rounds), it falls back to:
 //
 // The loop (every other input).  Warp 0 runs the spec's loop itself, so
 // the output is the loop's for every input (unsorted rows, positive
@@ -71,8 +74,10 @@ constexpr int LOOP_MAX_B = 16;
 //              int slot_dk [N_MAX]  (the slot's candidate: depth << 16 |
 //              rank)
 //   threshold: CAP elements (prefixes scoring >= T, level by level):
-//              u64 sort key; float score; short node, first child's
-//              element, children in the set, parent element, rank, depth
+//              8 bytes of scratch (sd_bound's histogram, rank_top's bins,
+//              then its node -> element map); float score; short node,
+//              first child's element, children in the set, parent
+//              element, rank, depth
 // A slot keeps the log-probs its candidate's successors will need (its
 // next sibling's, its first child's), so a step reads everything it needs
 // in one round of independent shared-memory loads.  An element is 24
@@ -90,8 +95,8 @@ constexpr unsigned ELEM_BYTES = 24u;
 // for the static shared variables.
 constexpr unsigned SMEM_LIMIT = 99u * 1024u - 1024u;
 
-// The element capacity: the largest power of two (the sort is bitonic)
-// that fits, at most 16 N_MAX and 16384 (element indices are int16).
+// The element capacity: the largest power of two that fits, at most
+// 16 N_MAX and 16384 (element indices are int16).
 constexpr unsigned CAP_FIT =
     OFF_REGION < SMEM_LIMIT ? (SMEM_LIMIT - OFF_REGION) / ELEM_BYTES : 0u;
 constexpr unsigned CAP_LIM =
@@ -314,7 +319,7 @@ imin(int a, int b)
 }
 
 struct elems {
-    unsigned long long *key; // sort keys: ~score key << 32 | element
+    unsigned long long *key; // scratch: 8 bytes an element (see the layout)
     float *score;
     short *node, *coff, *cnt, *par, *rank, *dep;
 };
