@@ -27,7 +27,9 @@
  * stage ring.  KDT_ATTN_PINGPONG = 1 (an experiment, not the default)
  * splits the block into two 4-warp row groups half an iteration apart,
  * so that one group's softmax overlaps the other's MMAs; PV then gives
- * each warp 32 rows x 128 columns.
+ * each warp 32 rows x 128 columns.  KDT_ATTN_OWNS = 1 (also an
+ * experiment) keeps each QK warp's own quarter of the partial S in
+ * registers (qk_store_others).
  * Each KV tile comes once from global memory per block (cp.async, 16-byte
  * pieces, two tiles ahead).  Blocks of the same request and split differ
  * only in their rows; blockIdx.x is the row tile, so they run side by side
@@ -101,6 +103,8 @@ constexpr int NWARPS = NTHREADS / 32;
  * 4-7 are two groups of 32 rows each, a half iteration apart (see the
  * loop).  PV then splits the 512 columns among a group's 4 warps. */
 constexpr bool PINGPONG = KDT_ATTN_PINGPONG != 0;
+constexpr bool OWNS = KDT_ATTN_OWNS != 0;    /* see qk_store_others */
+static_assert(!OWNS || (NBUF == 1 && !PINGPONG), "own quarter: NBUF 1 only");
 static_assert(!PINGPONG || (BM == 64 && NBUF == 1), "ping-pong: BM 64, NBUF 1");
 constexpr int PV_GROUPS = PINGPONG ? 2 : 1;   /* row groups in PV */
 constexpr int NCOL = D_V * PV_GROUPS / NWARPS; /* output columns per warp */
@@ -223,31 +227,65 @@ qk_store(float *sbuf, const float acc[2][2][4], int qh, int qq, int lane)
             }
 }
 
-/* Softmax of tile t for row srow, columns sc0..sc0+3: sums the 4 partial
- * slots, scales, masks (tail tiles only), moves the lazy maximum, writes P
- * (bf16) and alpha.  Returns alpha (1 when the maximum did not move). */
-static __device__ __forceinline__ float
-softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
-             int srow, int sc0, int lane, int past, int total, int nn,
-             int snode, const uint32_t *__restrict__ mask_row,
-             float scale_log2, float &m_ref, float &l_part)
+/* The own-quarter variant (KDT_ATTN_OWNS = 1): warp w = 4 qh + qq holds,
+ * in acc[qq / 2][.][2 (qq % 2) ..], the partial S of exactly the 8 rows
+ * its softmax owns (rows 8w ..), so it writes only the other three
+ * quarters of its slot and keeps its own in registers: the exchange moves
+ * 3/4 of the bytes.  The softmax then works on the accumulator's columns,
+ * 2t, 2t+1, 8+2t, 9+2t (t = lane % 4), instead of 4t .. 4t+3. */
+static __device__ __forceinline__ void
+qk_store_others(float *sbuf, const float acc[2][2][4], int qh, int qq,
+                int lane)
 {
-    float x[4] = {0.f, 0.f, 0.f, 0.f};
+    float *slot = sbuf + qq * (BM * BN);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const float4 v =
-            *(const float4 *)(sbuf + q * (BM * BN) + slot_index(srow, sc0));
-        x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
-    }
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                if (2 * mi + hf == qq)
+                    continue; /* warp-uniform */
+                const int row = 32 * qh + 16 * mi + (lane >> 2) + 8 * hf;
+                const int col = 8 * nt + 2 * (lane & 3);
+                *(float2 *)(slot + slot_index(row, col)) =
+                    make_float2(acc[mi][nt][2 * hf], acc[mi][nt][2 * hf + 1]);
+            }
+}
+
+/* This warp's own quarter of acc: columns 2t, 2t+1, 8+2t, 9+2t. */
+static __device__ __forceinline__ void
+qk_own(float own[4], const float acc[2][2][4], int qq)
+{
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const float lo = (qq & 1) ? acc[0][nt][2 + e] : acc[0][nt][e];
+            const float hi = (qq & 1) ? acc[1][nt][2 + e] : acc[1][nt][e];
+            own[2 * nt + e] = (qq & 2) ? hi : lo;
+        }
+}
+
+/* The softmax once the partial sums of row srow are gathered: x[0], x[1]
+ * are columns c0, c0+1 and x[2], x[3] columns c1, c1+1 of tile t.  Scales,
+ * masks (tail tiles only), moves the lazy maximum, writes P (bf16) and
+ * alpha.  Returns alpha (1 when the maximum did not move). */
+template <bool CONTIG> /* c1 == c0 + 2: one 8-byte P store */
+static __device__ __forceinline__ float
+softmax_finish(float x[4], int c0, int c1, unsigned char *pbuf,
+               float *alpha_s, int t, int srow, int lane, int past, int total,
+               int nn, int snode, const uint32_t *__restrict__ mask_row,
+               float scale_log2, float &m_ref, float &l_part)
+{
 #pragma unroll
     for (int j = 0; j < 4; ++j)
         x[j] *= scale_log2;
     if ((t + 1) * BN > past) {
         /* a tail tile: the tree's own rows, and the end of the KV */
-        const int pos0 = t * BN + sc0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int pos = pos0 + j;
+            const int pos = t * BN + (j < 2 ? c0 + j : c1 + j - 2);
             bool vis = pos < past;
             if (!vis && pos < total && snode < nn) {
                 const int jj = pos - past;
@@ -274,13 +312,62 @@ softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
         pr[j] = kdt_exp2(x[j] - mu);
         l_part += pr[j];
     }
-    uint2 pk;
-    pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
-    pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
-    *(uint2 *)(pbuf + srow * P_STRIDE + sc0 * 2) = pk;
+    unsigned char *prow = pbuf + srow * P_STRIDE;
+    if (CONTIG) {
+        uint2 pk;
+        pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
+        pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
+        *(uint2 *)(prow + c0 * 2) = pk;
+    } else {
+        *(uint32_t *)(prow + c0 * 2) = kdt_pack_bf16x2(pr[0], pr[1]);
+        *(uint32_t *)(prow + c1 * 2) = kdt_pack_bf16x2(pr[2], pr[3]);
+    }
     if ((lane & 3) == 0)
         alpha_s[srow] = alpha;
     return alpha;
+}
+
+/* Softmax of tile t for row srow, columns sc0..sc0+3: sums the 4 partial
+ * slots, then softmax_finish. */
+static __device__ __forceinline__ float
+softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
+             int srow, int sc0, int lane, int past, int total, int nn,
+             int snode, const uint32_t *__restrict__ mask_row,
+             float scale_log2, float &m_ref, float &l_part)
+{
+    float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const float4 v =
+            *(const float4 *)(sbuf + q * (BM * BN) + slot_index(srow, sc0));
+        x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
+    }
+    return softmax_finish<true>(x, sc0, sc0 + 2, pbuf, alpha_s, t, srow,
+                                lane, past, total, nn, snode, mask_row,
+                                scale_log2, m_ref, l_part);
+}
+
+/* The same with this warp's own quarter from registers (KDT_ATTN_OWNS):
+ * the three other slots, columns 2t, 2t+1, 8+2t, 9+2t. */
+static __device__ __forceinline__ float
+softmax_own(const float *sbuf, const float own[4], int qq,
+            unsigned char *pbuf, float *alpha_s, int t, int srow, int lane,
+            int past, int total, int nn, int snode,
+            const uint32_t *__restrict__ mask_row, float scale_log2,
+            float &m_ref, float &l_part)
+{
+    const int c0 = 2 * (lane & 3), c1 = 8 + c0;
+    float x[4] = {own[0], own[1], own[2], own[3]};
+#pragma unroll
+    for (int d = 1; d < 4; ++d) {
+        const float *slot = sbuf + ((qq + d) & 3) * (BM * BN);
+        const float2 a = *(const float2 *)(slot + slot_index(srow, c0));
+        const float2 b = *(const float2 *)(slot + slot_index(srow, c1));
+        x[0] += a.x; x[1] += a.y; x[2] += b.x; x[3] += b.y;
+    }
+    return softmax_finish<false>(x, c0, c1, pbuf, alpha_s, t, srow, lane,
+                                 past, total, nn, snode, mask_row, scale_log2,
+                                 m_ref, l_part);
 }
 
 /* O *= alpha, row by row (the lazy maximum moved for some row). */
@@ -573,12 +660,21 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             pv_mma(o, p_lane,
                    ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane);
             qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
-            qk_store(slots, acc, qh, qq, lane);
+            float own[4];
+            if (OWNS) {
+                qk_store_others(slots, acc, qh, qq, lane);
+                qk_own(own, acc, qq);
+            } else {
+                qk_store(slots, acc, qh, qq, lane);
+            }
             __syncthreads(); /* X: partial S written; PV(t-1) done */
-            const float alpha =
-                softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane, past,
-                             total, nn, snode, mask_row, scale_log2, m_ref,
-                             l_part);
+            const float alpha = OWNS
+                ? softmax_own(slots, own, qq, pbuf, alpha_s, t, srow, lane,
+                              past, total, nn, snode, mask_row, scale_log2,
+                              m_ref, l_part)
+                : softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane,
+                               past, total, nn, snode, mask_row, scale_log2,
+                               m_ref, l_part);
             kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
             /* Y: P, alpha and tile t+1 visible; the OR says whether any
              * row's reference maximum moved (else PV skips the rescale) */
