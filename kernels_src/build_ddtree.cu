@@ -118,9 +118,10 @@ constexpr int CAP =
 constexpr int SD_BINS = 256;
 constexpr float SD_SCALE = 16.0f;
 constexpr float SD_SHIFT = 0.5f;
-// The search wants a window [B, CAP] at least twice as wide as B
-// (and the sort's smallest size, one key a thread, must fit the buffer,
-// which first holds sd_bound's scratch: SD_BINS = 256 ints and L floats).
+// The search wants a window [B, CAP] at least twice as wide as B, and
+// sd_bound's scratch (SD_BINS = 256 ints and L floats) must fit the 8
+// bytes an element of scratch (CAP >= THREADS: a bin a thread there).
+// src/kernel_build_ddtree.c applies the same rule.
 constexpr bool FAST = CAP >= 2 * N_MAX && CAP >= THREADS &&
                       (SD_BINS + L) * 4 <= 8 * CAP && N_MAX - 1 > LOOP_MAX_B;
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
@@ -1018,10 +1019,26 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
                              : p.anc_mask + o * W;
     if (tid == 0)
         p.n_nodes[r] = n;
-    for (int i = tid; i <= B; i += THREADS) {
+    // The tokens' global loads first, all of a thread's in flight at once
+    // (N_MAX <= 1025: at most 5 rows a thread).
+    constexpr int RPT = (N_MAX + THREADS - 1) / THREADS;
+    static_assert(RPT <= 8, "rows a thread kept in registers");
+    int tok[RPT];
+#pragma unroll
+    for (int j = 0; j < RPT; j++) {
+        const int i = tid + j * THREADS;
+        tok[j] = i >= 1 && i <= B && i < n
+                     ? ids_g[(depth[i] - 1) * K + rank[i]]
+                     : root;
+    }
+#pragma unroll
+    for (int j = 0; j < RPT; j++) {
+        const int i = tid + j * THREADS;
+        if (i > B)
+            break;
         if (i < n) {
             const int d = depth[i];
-            p.token[o + i] = i == 0 ? root : ids_g[(d - 1) * K + rank[i]];
+            p.token[o + i] = tok[j];
             p.parent[o + i] = parent[i];
             p.depth[o + i] = d;
             p.position[o + i] = past + d;

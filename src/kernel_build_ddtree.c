@@ -40,7 +40,10 @@ bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
     for (int64_t c = 1; c <= 16384 && c <= 16 * n_max; c *= 2)
         if (region + c * BD_ELEM_BYTES <= BD_SMEM_LIMIT)
             cap = c;
-    if (cap >= 2 * n_max && n_max - 1 > BD_LOOP_MAX_B)
+    /* (the kernel's FAST: also room for one sort key a thread, 256, and
+     * for sd_bound's scratch, 256 ints and L floats, in the 8-byte keys) */
+    if (cap >= 2 * n_max && cap >= 256 && (256 + L) * 4 <= 8 * cap &&
+        n_max - 1 > BD_LOOP_MAX_B)
         fast = cap * BD_ELEM_BYTES;
     return (unsigned)(region + (fast > loop ? fast : loop));
 }
