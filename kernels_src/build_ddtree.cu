@@ -387,21 +387,6 @@ count_ge(const float *row, float s, float T)
     return lo;
 }
 
-// Children a parent's own thread writes; more go to its whole warp.
-constexpr int FEW = 4;
-
-// Element at of depth d: child of rank k of element q, scoring s (the
-// loop's f32 addition, made by the caller).
-__device__ __forceinline__ void
-write_child(const elems e, int at, float s, int q, int k, int d)
-{
-    e.score[at] = canon(s);
-    e.par[at] = (short)q;
-    e.rank[at] = (short)k;
-    e.dep[at] = (short)d;
-    e.cnt[at] = 0;
-}
-
 // All prefixes of depth <= Lr scoring >= T, level by level into e[0, n),
 // each level in rank-path order (parents in order, each one's children by
 // rank), and n returned -- or, when they would pass CAP, some number > CAP
@@ -409,7 +394,7 @@ write_child(const elems e, int at, float s, int q, int k, int d)
 __device__ int
 enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
 {
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int tid = threadIdx.x;
     const int c1 = count_ge(lps, 0.0f, T);
     if (c1 > CAP)
         return c1;
@@ -436,36 +421,26 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
         const int ex = block_scan(sum, total, ws);
         if (pe + total > CAP)
             return pe + total;
-        // The children, written by their parent's thread when few (a
-        // short loop), by the parent's whole warp when more than FEW: no
-        // barrier and no search between counting and writing.
+        // Each parent names itself in its children's par (a store loop,
+        // long only for the few parents with many children), so a child
+        // finds its parent with one load rather than a search.
         int off = pe + ex;
         for (int q = b0; q < b1; q++) {
             const int c = e.cnt[q];
             e.coff[q] = (short)off;
-            if (c <= FEW) {
-                const float sq = e.score[q];
-                for (int i = 0; i < c; i++)
-                    write_child(e, off + i, sq + row[i], q, i, d);
-            }
+            for (int i = 0; i < c; i++)
+                e.par[off + i] = (short)q;
             off += c;
         }
-        __syncwarp(); // the lanes' coff stores are seen by the warp
-        // chunk is the same for every thread, so this loop is warp-uniform
-        for (int t = 0; t < chunk; t++) {
-            const int q = b0 + t;
-            const int c = q < b1 ? e.cnt[q] : 0;
-            unsigned big = __ballot_sync(0xffffffffu, c > FEW);
-            while (big) {
-                const int src = __ffs(big) - 1;
-                big &= big - 1;
-                const int bq = __shfl_sync(0xffffffffu, q, src);
-                const int bc = __shfl_sync(0xffffffffu, c, src);
-                const int bo = e.coff[bq];
-                const float sq = e.score[bq];
-                for (int i = lane; i < bc; i += 32)
-                    write_child(e, bo + i, sq + row[i], bq, i, d);
-            }
+        __syncthreads();
+        for (int j = tid; j < total; j += THREADS) {
+            const int at = pe + j;
+            const int l = e.par[at];
+            const int k = at - e.coff[l];
+            e.score[at] = canon(e.score[l] + row[k]);
+            e.rank[at] = (short)k;
+            e.dep[at] = (short)d;
+            e.cnt[at] = 0;
         }
         ps = pe;
         pe += total;
