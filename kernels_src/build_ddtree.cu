@@ -1019,26 +1019,10 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
                              : p.anc_mask + o * W;
     if (tid == 0)
         p.n_nodes[r] = n;
-    // The tokens' global loads first, all of a thread's in flight at once
-    // (N_MAX <= 1025: at most 5 rows a thread).
-    constexpr int RPT = (N_MAX + THREADS - 1) / THREADS;
-    static_assert(RPT <= 8, "rows a thread kept in registers");
-    int tok[RPT];
-#pragma unroll
-    for (int j = 0; j < RPT; j++) {
-        const int i = tid + j * THREADS;
-        tok[j] = i >= 1 && i <= B && i < n
-                     ? ids_g[(depth[i] - 1) * K + rank[i]]
-                     : root;
-    }
-#pragma unroll
-    for (int j = 0; j < RPT; j++) {
-        const int i = tid + j * THREADS;
-        if (i > B)
-            break;
+    for (int i = tid; i <= B; i += THREADS) {
         if (i < n) {
             const int d = depth[i];
-            p.token[o + i] = tok[j];
+            p.token[o + i] = i == 0 ? root : ids_g[(d - 1) * K + rank[i]];
             p.parent[o + i] = parent[i];
             p.depth[o + i] = d;
             p.position[o + i] = past + d;
