@@ -59,8 +59,11 @@
 // Otherwise (ties or flat rows) the chunk is read again (L2): while A + E
 // exceeds the buffer, a histogram pass narrows the threshold by the next
 // 12 bits of c (value bits, then id bits), and a last pass collects the
-// keys >= the threshold.  The <= CAP candidates are sorted (bitonic,
-// descending): the first KC are the chunk's top.
+// keys >= the threshold.  When the A + E keys are many (> 128 and > 2 KC:
+// the digit's bin is coarse), the E keys of digit tb are narrowed by
+// their next 8 bits (a 256-bin histogram in shared memory), leaving ~KC
+// keys.  The <= CAP candidates are sorted (bitonic, descending): the
+// first KC are the chunk's top.
 //
 // Merge (S > 1).  Each block publishes its top (K keys, zero-padded; 0 is
 // below every real key) and its (max, sum) in its shared memory; after a
@@ -75,13 +78,14 @@
 //
 // Slots past the chunk's end read as -inf (no per-logit validity test).
 //
-// Predicted cost (H200): the slot path is ~45 instructions per 8 logits,
-// bound by issue (and MUFU: 16 exp/clk/SM): 163840 logits ~6-7k cycles of
-// one SM.  R = 1 (15 rows, S = 8: 120 blocks) ~3-4 us of streaming plus
-// the selection and merge; R = 64 (960 rows, S = 1) is bound by the
-// logits read (315 MB): ~75-90 us.  K = 1024 usually overflows the buffer
-// (~7k keys pass lb) and pays one more read of the chunk (from L2) and a
-// 2048-key sort.
+// Cost (SASS, sm_90, V = 163840, K = 64, bf16): the common step is 73
+// instructions a warp for 8 logits a lane (26 of them the exp-sum), a
+// candidate step ~40 more in slot mode; MUFU (16 exp/clk/SM) is not the
+// bound.  R = 1 (15 rows, S = 8: 120 blocks) is latency-bound (prologue,
+// barriers, merge); R = 64 (960 rows, S = 1: 3.6 waves of 264 blocks)
+// is issue-bound at 2 blocks an SM.  K = 1024 usually overflows the
+// buffer (~7k keys pass lb) and pays one more read of the chunk (from L2)
+// and a 2048-key sort.
 #include "kdt_params.h"
 
 #ifndef KDT_V
@@ -123,6 +127,7 @@ constexpr int VB = DTYPE ? 16 : 32;           // value bits of a key
 constexpr int IB = bits_for(V - 1);           // id bits (V-1-id)
 constexpr int W = VB + IB;                    // candidate key width
 constexpr int DSHIFT = W - DBITS;             // digit = c >> DSHIFT
+constexpr int RB = DSHIFT < 8 ? DSHIFT : 8;   // bits of the narrowing below tb
 
 static_assert(K >= 1 && K <= 1024 && K <= V, "1 <= K <= min(V, 1024)");
 static_assert(V <= (1 << 24), "V up to 2^24");
@@ -138,7 +143,7 @@ struct topk_smem {
     int lb;                // lower bound on the KC-th largest digit
     float thr;             // a logit below it has digit < lb (see thr_of)
     int maxd;              // >= every counted digit
-    int kept;              // compaction counter
+    int kept, kept2;       // compaction counters
     int rdone;             // cnt when the last lb raise began
     int sel[4];            // threshold search result: bin, above, at
     float red_m[WARPS], red_s[WARPS];
@@ -656,19 +661,28 @@ rescaled(float ref, float sum, float M)
     return ref == neg_inf() ? 0.0f : sum * ex2((ref - M) * L2E);
 }
 
-// Keys > c in a descending list of n unique keys (zero-padded).
+// The RB bits of key c below its digit.
 __device__ __forceinline__ int
-count_above(const u64 *list, int n, u64 c)
+sub_digit(u64 c)
 {
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        const int mid = (lo + hi) >> 1;
-        if (list[mid] > c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return (int)(c >> (DSHIFT - RB)) & ((1 << RB) - 1);
+}
+
+// Keys > c in a descending list of K unique keys (zero-padded): the
+// length of its prefix above c, by fixed halving steps (K is a constant),
+// so the searches of the S lists are independent chains that interleave.
+__host__ __device__ constexpr int top_pow2(int x) { return x <= 1 ? 1 : 2 * top_pow2(x / 2); }
+constexpr int K_POW2 = top_pow2(K); // the largest power of two <= K
+
+__device__ __forceinline__ int
+count_above(const u64 *list, u64 c)
+{
+    int pos = 0;
+#pragma unroll
+    for (int step = K_POW2; step > 0; step >>= 1)
+        if (pos + step <= K && list[pos + step - 1] > c)
+            pos += step;
+    return pos;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2)
@@ -721,6 +735,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         sm.thr = neg_inf();
         sm.maxd = digit(neg_inf()); // the lowest digit a logit can have
         sm.kept = 0;
+        sm.kept2 = 0;
         sm.rdone = 0;
     }
     __syncthreads();
@@ -895,23 +910,28 @@ kdt_draft_topk(kdt_draft_topk_params p)
     if (warp == 0) {
         unsigned above = 0, at = 0;
         int b = find_bin(sm.hist, sm.maxd, sm.lb, (unsigned)kc, &above, &at);
+        // The warps' (max, sum) pairs, one a lane (not a serial loop).
+        const float m = lane < WARPS ? sm.red_m[lane] : neg_inf();
+        const float t = lane < WARPS ? sm.red_s[lane] : 0.0f;
+        float M = m;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float T = m == neg_inf() ? 0.0f : t * ex2((m - M) * L2E);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            T += __shfl_xor_sync(0xffffffffu, T, o);
         if (lane == 0) {
             sm.sel[0] = b;
             sm.sel[1] = (int)above;
             sm.sel[2] = (int)at;
-            float M = neg_inf(), T = 0.0f;
-            for (int w = 0; w < WARPS; w++)
-                M = fmaxf(M, sm.red_m[w]);
-            if (M != neg_inf())
-                for (int w = 0; w < WARPS; w++)
-                    if (sm.red_m[w] != neg_inf())
-                        T += sm.red_s[w] * ex2((sm.red_m[w] - M) * L2E);
             sm.part_m = M;
             sm.part_s = T;
         }
     }
     __syncthreads();
     int n; // candidates in buf[0..n), the KC largest among them
+    bool level1 = false; // buf holds exactly the A + E keys of digit >= tb
 #ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
     if (tid == 0)
         printf("row %d.%u: cnt %d lb %d maxd %d tb %d A %d E %d\n", r, rank, sm.cnt, sm.lb, sm.maxd, sm.sel[0], sm.sel[1], sm.sel[2]);
@@ -923,6 +943,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         // Every thread read its slots before the last two barriers.
         const int tb = sm.sel[0];
         n = sm.sel[1] + sm.sel[2];
+        level1 = true;
         int c = 0;
 #pragma unroll
         for (int k = 0; k < SPT; k++)
@@ -942,6 +963,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         // Keep the buffered keys of digit >= tb: A + E of them.
         const int tb = sm.sel[0], cnt = sm.cnt;
         n = sm.sel[1] + sm.sel[2];
+        level1 = true;
         u64 v[PT];
 #pragma unroll
         for (int e = 0; e < PT; e++) {
@@ -1014,6 +1036,51 @@ kdt_draft_topk(kdt_draft_topk_params p)
         });
     }
 
+    // Many keys share the threshold digit tb (a coarse bin): narrow it by
+    // the next RB bits of those keys (an RB-bit histogram in shared
+    // memory, no re-read) so that the sort below is of ~KC keys, not A + E.
+    if (RB > 0 && level1 && n > 128 && n > 2 * kc) { // block-uniform
+        const int tb = sm.sel[0], A = sm.sel[1];
+        for (int i = tid; i < (1 << RB); i += THREADS)
+            sm.hist[i] = 0;
+        __syncthreads(); // the compaction's keys are in buf
+        u64 v[PT];
+#pragma unroll
+        for (int e = 0; e < PT; e++) {
+            const int i = tid + THREADS * e;
+            v[e] = i < n ? sm.buf[i] : 0ull;
+            if (i < n && (int)(v[e] >> DSHIFT) == tb)
+                atomicAdd(&sm.hist[sub_digit(v[e])], 1u);
+        }
+        __syncthreads();
+        if (warp == 0) {
+            unsigned above = 0, at = 0;
+            int b = find_bin(sm.hist, (1 << RB) - 1, 0, (unsigned)(kc - A), &above, &at);
+            if (lane == 0) {
+                sm.sel[0] = b;
+                sm.sel[1] = (int)above;
+                sm.sel[2] = (int)at;
+            }
+        }
+        __syncthreads();
+        const int b2 = sm.sel[0];
+        const int n2 = A + sm.sel[1] + sm.sel[2];
+        int c = 0;
+#pragma unroll
+        for (int e = 0; e < PT; e++) {
+            const int d = (int)(v[e] >> DSHIFT);
+            c += tid + THREADS * e < n && (d > tb || (d == tb && sub_digit(v[e]) >= b2));
+        }
+        int at = warp_append(c, &sm.kept2);
+#pragma unroll
+        for (int e = 0; e < PT; e++) {
+            const int d = (int)(v[e] >> DSHIFT);
+            if (tid + THREADS * e < n && (d > tb || (d == tb && sub_digit(v[e]) >= b2)))
+                sm.buf[at++] = v[e];
+        }
+        n = n2;
+    }
+
     // Sort the n candidates, descending, padded with 0 (below every key:
     // the smallest real one, -inf at id V-1, is 0x007f... << IB).
     int P = 1;
@@ -1028,6 +1095,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
     // 64-key segments, one per warp (pairs i..i+31 of a 32-aligned run),
     // so they need only __syncwarp: a sort of P keys has about log2(P)^2/2
     // steps but only ~log2(P/64)^2/2 block barriers.
+    // Up to k = 64 every step stays in its warp's segment, so the block
+    // barrier comes only before a step of distance >= 64 and at the end.
     for (int k = 2; k <= P; k <<= 1) {
         int j = k >> 1;
         for (; j >= 64; j >>= 1) {
@@ -1043,7 +1112,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
                 __syncwarp();
             }
         }
-        __syncthreads();
+        if (k >= 64 || k == P)
+            __syncthreads();
     }
 
     if (S == 1) {
@@ -1095,9 +1165,23 @@ kdt_draft_topk(kdt_draft_topk_params p)
     for (int k = tid; k < kc; k += THREADS) {
         const u64 key = sm.buf[rank * K + k];
         int pos = k;
-        for (int j = 0; j < (int)S; j++)
-            if (j != (int)rank)
-                pos += count_above(sm.buf + j * K, K, key);
+        // Every list's search at once (lists past S read in-bounds junk
+        // whose count is dropped); two at a time for tiny K, where eight
+        // make ptxas spill elsewhere on sm_120.
+        if (K >= 16) {
+#pragma unroll
+            for (int j = 0; j < MAX_SPLIT; j++)
+                if ((j + 1) * K <= CAP) {
+                    const int c = count_above(sm.buf + j * K, key);
+                    pos += j < (int)S && j != (int)rank ? c : 0;
+                }
+        } else {
+#pragma unroll 2
+            for (int j = 0; j < MAX_SPLIT; j++) {
+                const int c = count_above(sm.buf + j * K, key);
+                pos += j < (int)S && j != (int)rank ? c : 0;
+            }
+        }
         if (pos < K) {
             const float x = key_logit(key);
             p.ids[(long long)r * K + pos] = key_id(key);
