@@ -526,6 +526,29 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
     int rescale = 0;
 
+    const uint16_t *next_src = nullptr;
+    if (NBUF == 1) {
+        /* Both NBUF 1 schedules start alike: the first PV (of "tile t0-1")
+         * multiplies a zero P by a zeroed V stage (NSTAGE - 1, the stage
+         * that PV reads first), tiles t0 and t0+1 are put in flight, and
+         * the block-table entry of t0+2 is read. */
+        const uint32_t vz = NSTAGE - 1;
+        for (int i = tid; i < BN * (D_V / 8); i += NTHREADS)
+            *(uint4 *)(smem + vz * STAGE_BYTES + (i >> 6) * ROW_BYTES
+                       + (i & 63) * 16) = make_uint4(0, 0, 0, 0);
+        for (int i = tid; i < BM * P_STRIDE / 16; i += NTHREADS)
+            *(uint4 *)(pbuf + i * 16) = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            if (t0 + s < t1)
+                load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s,
+                             total, kv, bt);
+            kdt_cp_async_commit();
+        }
+        next_src = kv_tile_src(ltok, lcol, t0 + 2, total, kv, bt);
+        kdt_cp_async_wait<1>();
+        __syncthreads(); /* tile t0 landed; P and the V stage zeroed */
+    }
     if (PINGPONG) {
         /*
          * Two groups of 4 warps, A (warps 0-3, rows 0-31) and B (warps
@@ -540,23 +563,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
          * PV right after it).
          */
         const bool grp_a = warp < NWARPS / 2;
-        const uint32_t vz = NSTAGE - 1;
-        for (int i = tid; i < BN * (D_V / 8); i += NTHREADS)
-            *(uint4 *)(smem + vz * STAGE_BYTES + (i >> 6) * ROW_BYTES
-                       + (i & 63) * 16) = make_uint4(0, 0, 0, 0);
-        for (int i = tid; i < BM * P_STRIDE / 16; i += NTHREADS)
-            *(uint4 *)(pbuf + i * 16) = make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            if (t0 + s < t1)
-                load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s,
-                             total, kv, bt);
-            kdt_cp_async_commit();
-        }
-        const uint16_t *next_src =
-            kv_tile_src(ltok, lcol, t0 + 2, total, kv, bt);
-        kdt_cp_async_wait<1>();
-        __syncthreads(); /* tile t0 landed; P and the V stage zeroed */
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0;
             if (t + 2 < t1) {
@@ -629,23 +635,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
          * first PV (of "tile t0-1") multiplies a zero P by a zeroed V
          * stage; the last PV (of tile t1-1) follows the loop.
          */
-        const uint32_t vz = NSTAGE - 1; /* the stage "tile t0-1" reads */
-        for (int i = tid; i < BN * (D_V / 8); i += NTHREADS)
-            *(uint4 *)(smem + vz * STAGE_BYTES + (i >> 6) * ROW_BYTES
-                       + (i & 63) * 16) = make_uint4(0, 0, 0, 0);
-        for (int i = tid; i < BM * P_STRIDE / 16; i += NTHREADS)
-            *(uint4 *)(pbuf + i * 16) = make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            if (t0 + s < t1)
-                load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s,
-                             total, kv, bt);
-            kdt_cp_async_commit();
-        }
-        const uint16_t *next_src =
-            kv_tile_src(ltok, lcol, t0 + 2, total, kv, bt);
-        kdt_cp_async_wait<1>();
-        __syncthreads(); /* tile t0 landed; P and the V stage zeroed */
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0;
             if (t + 2 < t1) {
