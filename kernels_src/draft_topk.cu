@@ -817,8 +817,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
                     if ((tick + q) % RESCAN == 0) {
                         const int c = vload(&sm.cnt);
                         if (__shfl_sync(0xffffffffu, c - vload(&sm.rdone) >= gap, 0)) {
-                            if (lane == 0)
-                                sm.rdone = c;
+                            if (lane == 0) // atomic: others read it
+                                atomicExch(&sm.rdone, c);
                             raise_lb(sm, kc);
                         }
                     }

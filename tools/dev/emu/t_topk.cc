@@ -17,6 +17,7 @@ static inline unsigned emu_max2_nan(unsigned a, unsigned b) {
     return d;
 }
 static inline float atomicExch(float *p, float v) { float o; __atomic_exchange(p, &v, &o, __ATOMIC_SEQ_CST); return o; }
+static inline int atomicExch(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 #include "draft_topk.cc"
 #include "launch.h"
 extern "C" {
