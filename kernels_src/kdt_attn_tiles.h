@@ -38,19 +38,6 @@
 #ifndef KDT_ATTN_NBUF
 #define KDT_ATTN_NBUF 1
 #endif
-/* 1: warps 0-3 and 4-7 run as two row groups half an iteration apart
- * (one group's softmax beside the other's MMAs); BM 64 / NBUF 1 only.  An
- * experiment (tools/dev/attn_visit3.sh times it): same grid, block and
- * shared memory, so the host does not care. */
-#ifndef KDT_ATTN_PINGPONG
-#define KDT_ATTN_PINGPONG 0
-#endif
-/* 1: each QK warp keeps the quarter of its partial S that its own softmax
- * rows need in registers (the exchange moves 3/4 of the bytes); NBUF 1
- * without ping-pong.  An experiment, like the ping-pong. */
-#ifndef KDT_ATTN_OWNS
-#define KDT_ATTN_OWNS 0
-#endif
 /* ring (also the Q staging area) + partial-S slots + P + alpha + row sums
  * (one line: the source embedder does not keep backslash continuations) */
 #define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_NBUF * (4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 + KDT_ATTN_BM * 48 + KDT_ATTN_BM * 4) + KDT_ATTN_BM * 4)

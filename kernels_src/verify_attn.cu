@@ -21,15 +21,8 @@
  *    all BM rows (a BM x NCOL f32 accumulator, 128 registers) and
  *    multiplies P by its V columns.
  * The PV of tile t-1 and the QK of tile t share one phase between two
- * block barriers (independent tensor work, written as one branch-free
- * block so that the SASS scheduler interleaves their MMAs), the softmax
- * of tile t takes the other; see the loop for the exact schedule and the
- * stage ring.  KDT_ATTN_PINGPONG = 1 (an experiment, not the default)
- * splits the block into two 4-warp row groups half an iteration apart,
- * so that one group's softmax overlaps the other's MMAs; PV then gives
- * each warp 32 rows x 128 columns.  KDT_ATTN_OWNS = 1 (also an
- * experiment) keeps each QK warp's own quarter of the partial S in
- * registers (qk_store_others).
+ * block barriers (independent tensor work), the softmax of tile t takes
+ * the other; see the loop for the exact schedule and the stage ring.
  * Each KV tile comes once from global memory per block (cp.async, 16-byte
  * pieces, two tiles ahead).  Blocks of the same request and split differ
  * only in their rows; blockIdx.x is the row tile, so they run side by side
@@ -99,17 +92,9 @@ static_assert((BM == 64 || BM == 32) && NTHREADS == BM * 4 && BN == 16,
               "the warp roles below are written for 8 rows a warp, 16 tokens");
 static_assert(NSTAGE == 4 && (NBUF == 1 || NBUF == 2), "the ring holds 4");
 constexpr int NWARPS = NTHREADS / 32;
-/* Ping-pong (KDT_ATTN_PINGPONG = 1, BM 64 / NBUF 1 only): warps 0-3 and
- * 4-7 are two groups of 32 rows each, a half iteration apart (see the
- * loop).  PV then splits the 512 columns among a group's 4 warps. */
-constexpr bool PINGPONG = KDT_ATTN_PINGPONG != 0;
-constexpr bool OWNS = KDT_ATTN_OWNS != 0;    /* see qk_store_others */
-static_assert(!OWNS || (NBUF == 1 && !PINGPONG), "own quarter: NBUF 1 only");
-static_assert(!PINGPONG || (BM == 64 && NBUF == 1), "ping-pong: BM 64, NBUF 1");
-constexpr int PV_GROUPS = PINGPONG ? 2 : 1;   /* row groups in PV */
-constexpr int NCOL = D_V * PV_GROUPS / NWARPS; /* output columns per warp */
+constexpr int NCOL = D_V / NWARPS;            /* output columns per warp */
 constexpr int NT = NCOL / 8;                  /* their n8 tiles */
-constexpr int MT = BM / 16 / PV_GROUPS;       /* m16 tiles a warp's PV covers */
+constexpr int MT = BM / 16;                   /* m16 tiles of the block */
 static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
@@ -123,65 +108,33 @@ slot_index(int row, int col)
     return row * BN + (col ^ (((row >> 1) & 1) << 3));
 }
 
-/* Barrier `id` (1..15) among `count` threads (whole warps). */
-static __device__ __forceinline__ void
-named_bar(int id, int count)
-{
-    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
-}
-
-/* The same, returning whether `pred` was non-zero in any of them. */
-static __device__ __forceinline__ int
-named_bar_or(int id, int count, int pred)
-{
-    int r;
-    asm volatile("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; "
-                 "bar.red.or.pred q, %2, %3, p; selp.s32 %0, 1, 0, q; }"
-                 : "=r"(r) : "r"(pred), "r"(id), "r"(count) : "memory");
-    return r;
-}
-
 /* The KV rows this thread copies: token `tok` of every tile, 16-byte
  * pieces col0, col0 + TPT, ... (fixed for the whole block, so a tile costs
  * one block-table read and a few cp.async per thread). */
 constexpr int TPT = NTHREADS / BN;            /* threads per token */
 constexpr int PIECES = (CHUNKS + TPT - 1) / TPT;
 
-/* Where this thread's pieces of KV tile t (tokens t*BN ..) come from: the
- * source of its first piece, or NULL for a token at or past `total`
- * (zero-filled, never read: the block table may hold garbage there, and a
- * zero V row times P = 0 cannot make NaN).  Separate from the copy so that
- * the block-table read of a tile is issued one iteration before the copy
- * that needs it and its latency hides behind that iteration's MMAs. */
-static __device__ __forceinline__ const uint16_t *
-kv_tile_src(int tok, int col0, int t, int total,
-            const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
-{
-    const int pos = t * BN + tok;
-    if (pos >= total)
-        return nullptr;
-    const int page = __ldg(bt + pos / PAGE);
-    return kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col0 * 8;
-}
-
-/* Copies this thread's pieces of a KV tile from `src` (kv_tile_src) into
- * the stage at `dst` (this thread's first piece). */
-static __device__ __forceinline__ void
-kv_tile_copy(uint32_t dst, int col0, const uint16_t *src,
-             const uint16_t *__restrict__ kv)
-{
-#pragma unroll
-    for (int i = 0; i < PIECES; ++i)
-        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
-            kdt_cp_async16(dst + i * TPT * 16, src ? src + i * TPT * 8 : kv,
-                           src ? 16 : 0);
-}
-
+/* Copies KV tile t (tokens t*BN ..) of the request into the stage at
+ * `dst` (this thread's first piece); tokens at or past `total` are
+ * zero-filled (never read: the block table may hold garbage there, and a
+ * zero V row times P = 0 cannot make NaN). */
 static __device__ __forceinline__ void
 load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
              const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
 {
-    kv_tile_copy(dst, col0, kv_tile_src(tok, col0, t, total, kv, bt), kv);
+    const int pos = t * BN + tok;
+    const uint16_t *src = kv;
+    int bytes = 0;
+    if (pos < total) {
+        const int page = __ldg(bt + pos / PAGE);
+        src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col0 * 8;
+        bytes = 16;
+    }
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i)
+        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
+            kdt_cp_async16(dst + i * TPT * 16, src + (bytes ? i * TPT * 8 : 0),
+                           bytes);
 }
 
 /* QK, the MMA half: this warp's partial S (rows 32h..32h+31, its quarter
@@ -227,65 +180,31 @@ qk_store(float *sbuf, const float acc[2][2][4], int qh, int qq, int lane)
             }
 }
 
-/* The own-quarter variant (KDT_ATTN_OWNS = 1): warp w = 4 qh + qq holds,
- * in acc[qq / 2][.][2 (qq % 2) ..], the partial S of exactly the 8 rows
- * its softmax owns (rows 8w ..), so it writes only the other three
- * quarters of its slot and keeps its own in registers: the exchange moves
- * 3/4 of the bytes.  The softmax then works on the accumulator's columns,
- * 2t, 2t+1, 8+2t, 9+2t (t = lane % 4), instead of 4t .. 4t+3. */
-static __device__ __forceinline__ void
-qk_store_others(float *sbuf, const float acc[2][2][4], int qh, int qq,
-                int lane)
-{
-    float *slot = sbuf + qq * (BM * BN);
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                if (2 * mi + hf == qq)
-                    continue; /* warp-uniform */
-                const int row = 32 * qh + 16 * mi + (lane >> 2) + 8 * hf;
-                const int col = 8 * nt + 2 * (lane & 3);
-                *(float2 *)(slot + slot_index(row, col)) =
-                    make_float2(acc[mi][nt][2 * hf], acc[mi][nt][2 * hf + 1]);
-            }
-}
-
-/* This warp's own quarter of acc: columns 2t, 2t+1, 8+2t, 9+2t. */
-static __device__ __forceinline__ void
-qk_own(float own[4], const float acc[2][2][4], int qq)
-{
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const float lo = (qq & 1) ? acc[0][nt][2 + e] : acc[0][nt][e];
-            const float hi = (qq & 1) ? acc[1][nt][2 + e] : acc[1][nt][e];
-            own[2 * nt + e] = (qq & 2) ? hi : lo;
-        }
-}
-
-/* The softmax once the partial sums of row srow are gathered: x[0], x[1]
- * are columns c0, c0+1 and x[2], x[3] columns c1, c1+1 of tile t.  Scales,
- * masks (tail tiles only), moves the lazy maximum, writes P (bf16) and
- * alpha.  Returns alpha (1 when the maximum did not move). */
-template <bool CONTIG> /* c1 == c0 + 2: one 8-byte P store */
+/* Softmax of tile t for row srow, columns sc0..sc0+3: sums the 4 partial
+ * slots, scales, masks (tail tiles only), moves the lazy maximum, writes P
+ * (bf16) and alpha.  Returns alpha (1 when the maximum did not move). */
 static __device__ __forceinline__ float
-softmax_finish(float x[4], int c0, int c1, unsigned char *pbuf,
-               float *alpha_s, int t, int srow, int lane, int past, int total,
-               int nn, int snode, const uint32_t *__restrict__ mask_row,
-               float scale_log2, float &m_ref, float &l_part)
+softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
+             int srow, int sc0, int lane, int past, int total, int nn,
+             int snode, const uint32_t *__restrict__ mask_row,
+             float scale_log2, float &m_ref, float &l_part)
 {
+    float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const float4 v =
+            *(const float4 *)(sbuf + q * (BM * BN) + slot_index(srow, sc0));
+        x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
         x[j] *= scale_log2;
     if ((t + 1) * BN > past) {
         /* a tail tile: the tree's own rows, and the end of the KV */
+        const int pos0 = t * BN + sc0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int pos = t * BN + (j < 2 ? c0 + j : c1 + j - 2);
+            const int pos = pos0 + j;
             bool vis = pos < past;
             if (!vis && pos < total && snode < nn) {
                 const int jj = pos - past;
@@ -312,85 +231,33 @@ softmax_finish(float x[4], int c0, int c1, unsigned char *pbuf,
         pr[j] = kdt_exp2(x[j] - mu);
         l_part += pr[j];
     }
-    unsigned char *prow = pbuf + srow * P_STRIDE;
-    if (CONTIG) {
-        uint2 pk;
-        pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
-        pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
-        *(uint2 *)(prow + c0 * 2) = pk;
-    } else {
-        *(uint32_t *)(prow + c0 * 2) = kdt_pack_bf16x2(pr[0], pr[1]);
-        *(uint32_t *)(prow + c1 * 2) = kdt_pack_bf16x2(pr[2], pr[3]);
-    }
+    uint2 pk;
+    pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
+    pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
+    *(uint2 *)(pbuf + srow * P_STRIDE + sc0 * 2) = pk;
     if ((lane & 3) == 0)
         alpha_s[srow] = alpha;
     return alpha;
 }
 
-/* Softmax of tile t for row srow, columns sc0..sc0+3: sums the 4 partial
- * slots, then softmax_finish. */
-static __device__ __forceinline__ float
-softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
-             int srow, int sc0, int lane, int past, int total, int nn,
-             int snode, const uint32_t *__restrict__ mask_row,
-             float scale_log2, float &m_ref, float &l_part)
-{
-    float x[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const float4 v =
-            *(const float4 *)(sbuf + q * (BM * BN) + slot_index(srow, sc0));
-        x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
-    }
-    return softmax_finish<true>(x, sc0, sc0 + 2, pbuf, alpha_s, t, srow,
-                                lane, past, total, nn, snode, mask_row,
-                                scale_log2, m_ref, l_part);
-}
-
-/* The same with this warp's own quarter from registers (KDT_ATTN_OWNS):
- * the three other slots, columns 2t, 2t+1, 8+2t, 9+2t. */
-static __device__ __forceinline__ float
-softmax_own(const float *sbuf, const float own[4], int qq,
-            unsigned char *pbuf, float *alpha_s, int t, int srow, int lane,
-            int past, int total, int nn, int snode,
-            const uint32_t *__restrict__ mask_row, float scale_log2,
-            float &m_ref, float &l_part)
-{
-    const int c0 = 2 * (lane & 3), c1 = 8 + c0;
-    float x[4] = {own[0], own[1], own[2], own[3]};
-#pragma unroll
-    for (int d = 1; d < 4; ++d) {
-        const float *slot = sbuf + ((qq + d) & 3) * (BM * BN);
-        const float2 a = *(const float2 *)(slot + slot_index(srow, c0));
-        const float2 b = *(const float2 *)(slot + slot_index(srow, c1));
-        x[0] += a.x; x[1] += a.y; x[2] += b.x; x[3] += b.y;
-    }
-    return softmax_finish<false>(x, c0, c1, pbuf, alpha_s, t, srow, lane,
-                                 past, total, nn, snode, mask_row, scale_log2,
-                                 m_ref, l_part);
-}
-
-/* O *= alpha, row by row (the lazy maximum moved for some row). */
+/* PV: O[:, NCOL*w ..] = alpha O + P V for the tile whose V rows start at
+ * `vrow` (lane address), P at `p_lane` (lane address). */
 static __device__ __forceinline__ void
-o_rescale(float o[MT][NT][4], const float *alpha_s, int lane)
+pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
+        const float *alpha_s, int rescale, int lane)
 {
+    if (rescale) {
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi) {
-        const float a0 = alpha_s[16 * mi + (lane >> 2)];
-        const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
+        for (int mi = 0; mi < MT; ++mi) {
+            const float a0 = alpha_s[16 * mi + (lane >> 2)];
+            const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
-            o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
+            for (int nt = 0; nt < NT; ++nt) {
+                o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
+                o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
+            }
         }
     }
-}
-
-/* PV: O[:, NCOL*w ..] += P V for the tile whose V rows start at `vrow`
- * (lane address), P at `p_lane` (lane address). */
-static __device__ __forceinline__ void
-pv_mma(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow)
-{
     uint32_t pa[MT][4];
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
@@ -405,16 +272,6 @@ pv_mma(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow)
             kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
         }
     }
-}
-
-/* PV with the rescale first (the NBUF = 2 schedule). */
-static __device__ __forceinline__ void
-pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
-        const float *alpha_s, int rescale, int lane)
-{
-    if (rescale)
-        o_rescale(o, alpha_s, lane);
-    pv_mma(o, p_lane, vrow);
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, 64 / BM)
@@ -514,30 +371,22 @@ kdt_verify_attn(const kdt_verify_attn_params p)
      * k, this warp's NCOL columns are n); P as the A operand of O */
     const uint32_t k_lane = ((lane & 7) + 8 * (lane >> 4)) * ROW_BYTES
                             + 8 * ((lane >> 3) & 1) * 2;
-    /* PV: this warp's rows start at prow, its columns at pcol */
-    const int prow = (warp / (NWARPS / PV_GROUPS)) * (BM / PV_GROUPS);
-    const int pcol = (warp % (NWARPS / PV_GROUPS)) * NCOL;
     const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
-                            + (pcol + 8 * (lane >> 4)) * 2;
-    const uint32_t p_lane = ring + P_OFF + (prow + (lane & 15)) * P_STRIDE
+                            + (NCOL * warp + 8 * (lane >> 4)) * 2;
+    const uint32_t p_lane = ring + P_OFF + (lane & 15) * P_STRIDE
                             + 8 * (lane >> 4) * 2;
-    const float *alpha_pv = alpha_s + prow; /* alpha of this warp's PV rows */
     const int ltok = tid / TPT, lcol = tid % TPT;
     const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
     int rescale = 0;
 
-    const uint16_t *next_src = nullptr;
     if (NBUF == 1) {
-        /* Both NBUF 1 schedules start alike: the first PV (of "tile t0-1")
-         * multiplies a zero P by a zeroed V stage (NSTAGE - 1, the stage
-         * that PV reads first), tiles t0 and t0+1 are put in flight, and
-         * the block-table entry of t0+2 is read. */
-        const uint32_t vz = NSTAGE - 1;
-        for (int i = tid; i < BN * (D_V / 8); i += NTHREADS)
-            *(uint4 *)(smem + vz * STAGE_BYTES + (i >> 6) * ROW_BYTES
-                       + (i & 63) * 16) = make_uint4(0, 0, 0, 0);
-        for (int i = tid; i < BM * P_STRIDE / 16; i += NTHREADS)
-            *(uint4 *)(pbuf + i * 16) = make_uint4(0, 0, 0, 0);
+        /*
+         * BM = 64.  Iteration t: refill (tile t+2 into the stage tile t-2
+         * left), PV of tile t-1 and QK of tile t (independent tensor work,
+         * no barrier between them), barrier X, softmax of tile t, barrier
+         * Y (which also publishes tile t+1).  The four stages hold tiles
+         * t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
+         */
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             if (t0 + s < t1)
@@ -545,136 +394,33 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                              total, kv, bt);
             kdt_cp_async_commit();
         }
-        next_src = kv_tile_src(ltok, lcol, t0 + 2, total, kv, bt);
         kdt_cp_async_wait<1>();
-        __syncthreads(); /* tile t0 landed; P and the V stage zeroed */
-    }
-    if (PINGPONG) {
-        /*
-         * Two groups of 4 warps, A (warps 0-3, rows 0-31) and B (warps
-         * 4-7, rows 32-63), each with its own partial-S slots, P rows and
-         * softmax rows, sharing the KV ring.  Between two block barriers
-         * Z (which publish tile t+1 and free the stage of tile t-2):
-         *   A: PV(t-1) + QK(t), barrier XA (A only), softmax(t)
-         *   B: softmax(t-1), barrier YB (B only), PV(t-1) + QK(t)
-         * so each group's softmax runs while the other group issues MMAs
-         * (one warp of each group per SM sub-partition).  The OR of the
-         * rescale flags: A's at Z (for its next PV), B's at YB (for the
-         * PV right after it).
-         */
-        const bool grp_a = warp < NWARPS / 2;
-        for (int t = t0; t < t1; ++t) {
+        __syncthreads(); /* tile t0 landed */
+        for (int t = t0; t <= t1; ++t) {
             const int it = t - t0;
-            if (t + 2 < t1) {
-                kv_tile_copy(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, lcol,
-                             next_src, kv);
-                next_src = kv_tile_src(ltok, lcol, t + 3, total, kv, bt);
-            }
+            if (t + 2 < t1)
+                load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok,
+                             lcol, t + 2, total, kv, bt);
             kdt_cp_async_commit();
-            const uint32_t vstage =
-                ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane;
-            const uint32_t kstage =
-                ring + (it % NSTAGE) * STAGE_BYTES + k_lane;
-            float alpha = 1.f;
-            if (grp_a) {
-                if (rescale)
-                    o_rescale(o, alpha_pv, lane);
-                float acc[2][2][4];
-                pv_mma(o, p_lane, vstage);
-                qk_mma(acc, qa, kstage, qq);
-                qk_store(slots, acc, qh, qq, lane);
-                named_bar(1, NTHREADS / 2); /* XA: A's partial S */
-                alpha = softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane,
-                                     past, total, nn, snode, mask_row,
-                                     scale_log2, m_ref, l_part);
-            } else {
-                float ab = 1.f;
-                if (t > t0)
-                    ab = softmax_tile(slots, pbuf, alpha_s, t - 1, srow, sc0,
-                                      lane, past, total, nn, snode, mask_row,
-                                      scale_log2, m_ref, l_part);
-                /* YB: B's P and alpha of t-1; its slots free again */
-                if (named_bar_or(2, NTHREADS / 2, ab != 1.f))
-                    o_rescale(o, alpha_pv, lane);
-                float acc[2][2][4];
-                pv_mma(o, p_lane, vstage);
-                qk_mma(acc, qa, kstage, qq);
-                qk_store(slots, acc, qh, qq, lane);
-            }
-            kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
-            /* Z: tile t+1 visible, stage of t-2 free; A's flag */
-            rescale = __syncthreads_or(alpha != 1.f);
-        }
-        if (t1 > t0) {
-            const uint32_t vstage =
-                ring + ((t1 - t0 + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
-                + v_lane;
-            if (grp_a) {
-                if (rescale)
-                    o_rescale(o, alpha_pv, lane);
-            } else {
-                const float ab =
-                    softmax_tile(slots, pbuf, alpha_s, t1 - 1, srow, sc0, lane,
-                                 past, total, nn, snode, mask_row, scale_log2,
-                                 m_ref, l_part);
-                if (named_bar_or(2, NTHREADS / 2, ab != 1.f))
-                    o_rescale(o, alpha_pv, lane);
-            }
-            pv_mma(o, p_lane, vstage);
-        }
-    } else if (NBUF == 1) {
-        /*
-         * Iteration t: refill (tile t+2 into the stage tile t-2 left; its
-         * block-table entry was read one iteration earlier), then PV of
-         * tile t-1 and QK of tile t as one straight-line block of 68
-         * independent-enough MMAs a warp (no branch between them, so the
-         * SASS scheduler interleaves PV's 32 single MMAs with QK's four
-         * 9-long accumulation chains), barrier X, softmax of tile t,
-         * barrier Y (which also publishes tile t+1).  The four stages hold
-         * tiles t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).  The
-         * first PV (of "tile t0-1") multiplies a zero P by a zeroed V
-         * stage; the last PV (of tile t1-1) follows the loop.
-         */
-        for (int t = t0; t < t1; ++t) {
-            const int it = t - t0;
-            if (t + 2 < t1) {
-                kv_tile_copy(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, lcol,
-                             next_src, kv);
-                next_src = kv_tile_src(ltok, lcol, t + 3, total, kv, bt);
-            }
-            kdt_cp_async_commit();
-            if (rescale)
-                o_rescale(o, alpha_pv, lane);
+            if (t > t0)
+                pv_tile(o, p_lane,
+                        ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
+                            + v_lane,
+                        alpha_s, rescale, lane);
+            if (t == t1)
+                break;
             float acc[2][2][4];
-            pv_mma(o, p_lane,
-                   ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES + v_lane);
             qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
-            float own[4];
-            if (OWNS) {
-                qk_store_others(slots, acc, qh, qq, lane);
-                qk_own(own, acc, qq);
-            } else {
-                qk_store(slots, acc, qh, qq, lane);
-            }
+            qk_store(slots, acc, qh, qq, lane);
             __syncthreads(); /* X: partial S written; PV(t-1) done */
-            const float alpha = OWNS
-                ? softmax_own(slots, own, qq, pbuf, alpha_s, t, srow, lane,
-                              past, total, nn, snode, mask_row, scale_log2,
-                              m_ref, l_part)
-                : softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane,
-                               past, total, nn, snode, mask_row, scale_log2,
-                               m_ref, l_part);
+            const float alpha =
+                softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane, past,
+                             total, nn, snode, mask_row, scale_log2, m_ref,
+                             l_part);
             kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
             /* Y: P, alpha and tile t+1 visible; the OR says whether any
              * row's reference maximum moved (else PV skips the rescale) */
             rescale = __syncthreads_or(alpha != 1.f);
-        }
-        if (t1 > t0) {
-            if (rescale)
-                o_rescale(o, alpha_pv, lane);
-            pv_mma(o, p_lane,
-                   ring + ((t1 - t0 + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
-                       + v_lane);
         }
     } else {
         /*
@@ -752,7 +498,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-            const int row = prow + 16 * mi + (lane >> 2) + 8 * hf;
+            const int row = 16 * mi + (lane >> 2) + 8 * hf;
             const int m = m0 + row;
             if (m >= ROWS)
                 continue;
@@ -760,7 +506,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             float inv = l > 0.f ? 1.f / l : 0.f;
             if (m >= valid_rows)
                 inv = 0.f; /* padded row: o = 0 */
-            const int col0 = pcol + 2 * (lane & 3);
+            const int col0 = NCOL * warp + 2 * (lane & 3);
             if (nsplit == 1) {
                 uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
 #pragma unroll

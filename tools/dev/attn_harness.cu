@@ -7,8 +7,8 @@
  *        -DKDT_H=8 -DKDT_PAGE=64 -DKDT_N_MAX=65 \
  *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
  *
- *   (-DKERNEL_OLD: tools/dev/attn_old.cu instead, the kernel before issue
- *   4's restructuring; output lines say "old" or "new")
+ *   (-DKERNEL_NEW: tools/dev/attn_new.cu instead, the restructured kernel
+ *   that measured slower; output lines say "old" (the library's) or "new")
  *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
@@ -24,14 +24,14 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
-/* -DKERNEL_OLD: the kernel of bc5aa57 (tools/dev/attn_old.cu), to time it
- * beside the current one in the same visit */
-#ifdef KERNEL_OLD
-#include "attn_old.cu"
-#define KNAME "old"
+/* -DKERNEL_NEW: the restructured kernel (tools/dev/attn_new.cu), to time
+ * it beside the library's in the same visit */
+#ifdef KERNEL_NEW
+#include "attn_new.cu"
+#define KNAME "new"
 #else
 #include "../../kernels_src/verify_attn.cu"
-#define KNAME "new"
+#define KNAME "old"
 #endif
 #include "ref_verify_attn.h"
 

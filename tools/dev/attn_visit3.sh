@@ -9,14 +9,14 @@
 # build.log (registers/spills from -Xptxas -v), check.log, bench.log,
 # sanitizer.log, summary.txt.
 #
-# Variants (NAME:FLAGS): old = tools/dev/attn_old.cu (the kernel of
-# bc5aa57, measured in ATTN_NOTES.md); new = kernels_src/verify_attn.cu
-# (BM 64 / NBUF 1, the library's default); pp = the same with
+# Variants (NAME:FLAGS): old = kernels_src/verify_attn.cu (the library's
+# kernel, BM 64 / NBUF 1); new = tools/dev/attn_new.cu (the restructured
+# kernel, -DKERNEL_NEW; measured 2-5% slower); pp = new with
 # -DKDT_ATTN_PINGPONG=1 (two 4-warp row groups half an iteration apart);
 # ow = new with -DKDT_ATTN_OWNS=1 (each QK warp keeps its own quarter of
 # the partial S in registers: 3/4 of the exchange traffic);
 # n32 = new with BM 32 (two blocks an SM, the new loop);
-# extra ones via VARIANTS_EXTRA, e.g. "o32:-DKERNEL_OLD,-DKDT_ATTN_BM=32"
+# extra ones via VARIANTS_EXTRA, e.g. "o32:-DKDT_ATTN_BM=32"
 # (commas become spaces).  Usage (repo root on the GPU host):
 #   OUT=/tmp/out bash tools/dev/attn_visit3.sh
 set -u
@@ -29,7 +29,7 @@ T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
 ARCH=${ARCH:-sm_90}
 
-VARIANTS="old:-DKERNEL_OLD new: pp:-DKDT_ATTN_PINGPONG=1 ow:-DKDT_ATTN_OWNS=1 n32:-DKDT_ATTN_BM=32 ${VARIANTS_EXTRA:-}"
+VARIANTS="old: new:-DKERNEL_NEW pp:-DKERNEL_NEW,-DKDT_ATTN_PINGPONG=1 ow:-DKERNEL_NEW,-DKDT_ATTN_OWNS=1 n32:-DKERNEL_NEW,-DKDT_ATTN_BM=32 ${VARIANTS_EXTRA:-}"
 # shapes NAME:H:PAGE:N_MAX
 CFGS="A:8:64:65 B:1:1:1 D:16:16:17 E:64:16:65 G:128:64:65 H:8:16:1025"
 # old and n32 only where they are benched (their checks: those shapes)
