@@ -12,7 +12,7 @@
 // path did run.
 #include <atomic>
 static std::atomic<int> tr_fast{0}, tr_giveup{0}, tr_rounds{0}, tr_maxr{0};
-static std::atomic<int> tr_sort[3]; // sorts of <= THREADS, <= 2 THREADS, more keys
+static std::atomic<int> tr_sort[3]; // searches ending with <= THREADS, <= 2 THREADS, more prefixes
 static int sort_class(int n); // after the kernel: THREADS
 #define KDT_BD_TRACE(n, rounds)                                              \
     do {                                                                     \
@@ -90,7 +90,7 @@ int main() {
         for (size_t i = 0; i < rn; i++) if (memcmp(&gs[i], &cs[i], 4)) { if (bad < 8) printf("it %d score [%zu]: %a want %a\n", it, i, gs[i], cs[i]); bad++; break; }
         for (size_t i = 0; i < rn * W; i++) if (gm[i] != cm[i]) { if (bad < 8) printf("it %d mask [%zu]: %08x want %08x\n", it, i, gm[i], cm[i]); bad++; break; }
     }
-    printf("L=%d K=%d N_MAX=%d CAP=%d FAST=%d THREADS=%d: %s (%d bad); threshold path %d requests (sorts in registers %d + %d, in shared memory %d), %.2f rounds avg, %d max; gave up %d\n",
+    printf("L=%d K=%d N_MAX=%d CAP=%d FAST=%d THREADS=%d: %s (%d bad); threshold path %d requests (prefixes ranked: <= THREADS %d, <= 2 THREADS %d, more %d), %.2f rounds avg, %d max; gave up %d\n",
            L, K, N_MAX, CAP, (int)FAST, THREADS, bad ? "FAIL" : "ok", bad, (int)tr_fast, (int)tr_sort[0], (int)tr_sort[1], (int)tr_sort[2],
            tr_fast ? (double)tr_rounds / tr_fast : 0., (int)tr_maxr, (int)tr_giveup);
     if (FAST && N_MAX - 1 > LOOP_MAX_B && ITERS >= 6 && prefixes(L) >= 2 * N_MAX && tr_fast == 0) { printf("  FAIL: the threshold path never ran\n"); bad++; }
