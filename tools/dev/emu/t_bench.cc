@@ -4,13 +4,12 @@
 // peaked rows, deep trees), kind 1 tools/dev/profile_case.py's (bf16
 // logits randn * 3 over V = 163840, log-softmax, top K: shallow trees,
 // many ties).  Checks each against tests/ref_ddtree.c and prints, per
-// request, the threshold search's rounds, the enumeration's levels (all
-// rounds), the elements sorted and the block barriers thread 0 passed:
+// request, the threshold search's rounds, the prefixes its last round
+// enumerated (the ones ranked) and the block barriers thread 0 passed:
 // the figures the kernel's latency follows.  Usage: t KIND REQUESTS.
 #include <atomic>
 #include <algorithm>
-static int st_n = -2, st_rounds = -1; static long lv_levels = 0;
-#define KDT_BD_LEVEL(T, d, np, nc) lv_levels++
+static int st_n = -2, st_rounds = -1;
 #define KDT_BD_TRACE(n, rounds) do { st_n = (n); st_rounds = (rounds) + 1; } while (0)
 
 #include "build_ddtree.cc"
@@ -48,7 +47,7 @@ static void randn_req(float *lp, int32_t *ids) {
 }
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: t KIND REQUESTS\n"); return 2; }
-    long s_rounds = 0, s_levels = 0, s_bars = 0, s_n = 0;
+    long s_rounds = 0, s_bars = 0, s_n = 0;
     int kind = atoi(argv[1]), reps = atoi(argv[2]); const int N = N_MAX, W = (N + 31) / 32; int bad = 0;
     for (int it = 0; it < reps; it++) {
         std::vector<float> lp(L * K); std::vector<int32_t> ids(L * K); int32_t bu = N - 1, root = 3, past = 1000;
@@ -56,7 +55,7 @@ int main(int argc, char **argv) {
         std::vector<int32_t> g[7], c[7]; std::vector<float> gs(N), cs(N); std::vector<uint32_t> gm(N * W), cm(N * W);
         for (int f = 0; f < 7; f++) { g[f].assign(f ? N : 1, 0); c[f].assign(f ? N : 1, 0); }
         kdt_build_ddtree_params p = {lp.data(), ids.data(), &bu, NULL, &root, &past, g[0].data(), g[1].data(), g[2].data(), g[3].data(), g[4].data(), g[5].data(), g[6].data(), gs.data(), gm.data(), 1, 0};
-        emu_bars = 0; lv_levels = 0;
+        emu_bars = 0;
         emu_launch(kdt_build_ddtree, p, 1, THREADS, SMEM_BYTES);
         ref_build_ddtree(c[0].data(), c[1].data(), c[2].data(), c[3].data(), c[4].data(), c[5].data(), c[6].data(), cs.data(), cm.data(), lp.data(), ids.data(), &bu, NULL, &root, &past, 1, L, K, N);
         int ok = 1; for (int f = 0; f < 7; f++) if (g[f] != c[f]) ok = 0; if (memcmp(gs.data(), cs.data(), 4 * N)) ok = 0; if (gm != cm) ok = 0;
@@ -64,12 +63,12 @@ int main(int argc, char **argv) {
         // tie runs among the tree's scores
         int run = 1, maxrun = 1; std::vector<float> sc(cs.begin() + 1, cs.end()); std::sort(sc.begin(), sc.end());
         for (size_t i = 1; i < sc.size(); i++) { run = sc[i] == sc[i - 1] ? run + 1 : 1; if (run > maxrun) maxrun = run; }
-        printf("kind %d B=%d: %s n=%d levels=%ld rounds=%d bars=%ld depth=%d last=%g maxtie=%d\n", kind, N - 1, ok ? "ok" : "BAD", st_n, lv_levels, st_rounds, emu_bars, maxd, cs[N - 1], maxrun);
+        printf("kind %d B=%d: %s n=%d rounds=%d bars=%ld depth=%d last=%g maxtie=%d\n", kind, N - 1, ok ? "ok" : "BAD", st_n, st_rounds, emu_bars, maxd, cs[N - 1], maxrun);
         bad += !ok;
-        s_rounds += st_rounds; s_levels += lv_levels; s_bars += emu_bars; s_n += st_n;
+        s_rounds += st_rounds; s_bars += emu_bars; s_n += st_n;
     }
-    printf("L=%d K=%d N_MAX=%d THREADS=%d kind %d: %s (%d bad of %d); averages: %.2f rounds, %.1f levels, %.0f elements, %.1f barriers\n",
-           L, K, N_MAX, THREADS, kind, bad ? "FAIL" : "ok", bad, reps, (double)s_rounds / reps, (double)s_levels / reps, (double)s_n / reps,
+    printf("L=%d K=%d N_MAX=%d THREADS=%d kind %d: %s (%d bad of %d); averages: %.2f rounds, %.0f elements, %.1f barriers\n",
+           L, K, N_MAX, THREADS, kind, bad ? "FAIL" : "ok", bad, reps, (double)s_rounds / reps, (double)s_n / reps,
            (double)s_bars / reps);
     return bad != 0;
 }
