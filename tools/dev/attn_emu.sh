@@ -73,10 +73,6 @@ if [ $MUTANTS = 1 ]; then
     # file|sed expression: each must break the kernel
     while IFS='|' read -r f expr; do
         case $f in ""|"#"*) continue;; esac
-        # pp lines break the ping-pong loop: only with that variant
-        if [ "$f" = pp ]; then
-            case $VARIANTS in *PINGPONG=1*) f=cu;; *) continue;; esac
-        fi
         n=$((n + 1))
         cp "$k" "$tmp/m.cu"; cp "$mma" "$tmp/m.cuh"
         sed -i "$expr" "$tmp/m.$f"

@@ -7,8 +7,8 @@
  *        -DKDT_H=8 -DKDT_PAGE=64 -DKDT_N_MAX=65 \
  *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
  *
- *   (-DKERNEL_NEW: tools/dev/attn_new.cu instead, the restructured kernel
- *   that measured slower; output lines say "old" (the library's) or "new")
+ *   (tile variants by -DKDT_ATTN_BM=... and the like; -DKNAME='"name"'
+ *   labels the output lines)
  *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
@@ -24,14 +24,10 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
-/* -DKERNEL_NEW: the restructured kernel (tools/dev/attn_new.cu), to time
- * it beside the library's in the same visit */
-#ifdef KERNEL_NEW
-#include "attn_new.cu"
-#define KNAME "new"
-#else
 #include "../../kernels_src/verify_attn.cu"
-#define KNAME "old"
+/* the variant's name in the output lines (-DKNAME='"n32"') */
+#ifndef KNAME
+#define KNAME "lib"
 #endif
 #include "ref_verify_attn.h"
 

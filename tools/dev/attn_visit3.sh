@@ -1,22 +1,19 @@
 #!/bin/bash
 # attn_visit3.sh: one GPU-host visit for verify_attn (issue 4), ~3 minutes.
 # Builds tools/dev/attn_harness.cu with nvcc for every kernel variant and
-# shape, checks each variant against the double CPU reference, times old
-# vs new at the issue's cases (H=8 R=1 32k, H=64 R=8 32k, H=8 R=1 4k,
-# H=128 R=1 32k), and runs compute-sanitizer (memcheck, racecheck,
-# synccheck) on small shapes of the new kernels (last: the rest is in
+# shape, checks each variant against the double CPU reference, times the
+# variants side by side at the issue's cases (H=8 R=1 32k, H=64 R=8 32k,
+# H=8 R=1 4k, H=128 R=1 32k), and runs compute-sanitizer (memcheck,
+# racecheck, synccheck) on small shapes of the library's kernel (last: the rest is in
 # $OUT even if the visit's time runs out there).  Results under $OUT:
 # build.log (registers/spills from -Xptxas -v), check.log, bench.log,
 # sanitizer.log, summary.txt.
 #
-# Variants (NAME:FLAGS): old = kernels_src/verify_attn.cu (the library's
-# kernel, BM 64 / NBUF 1); new = tools/dev/attn_new.cu (the restructured
-# kernel, -DKERNEL_NEW; measured 2-5% slower); pp = new with
-# -DKDT_ATTN_PINGPONG=1 (two 4-warp row groups half an iteration apart);
-# ow = new with -DKDT_ATTN_OWNS=1 (each QK warp keeps its own quarter of
-# the partial S in registers: 3/4 of the exchange traffic);
-# n32 = new with BM 32 (two blocks an SM, the new loop);
-# extra ones via VARIANTS_EXTRA, e.g. "o32:-DKDT_ATTN_BM=32"
+# Variants (NAME:FLAGS): lib = kernels_src/verify_attn.cu as the library
+# builds it (BM 64 / NBUF 1); n32 = the same at BM 32 (two blocks an SM);
+# extra ones via VARIANTS_EXTRA, e.g. "b2:-DKDT_ATTN_BM=32,-DKDT_ATTN_NBUF=2"
+# (the third session's restructured kernel and its ping-pong / own-quarter
+# experiments, measured slower, are kernels_src/verify_attn.cu at 05827e3)
 # (commas become spaces).  Usage (repo root on the GPU host):
 #   OUT=/tmp/out bash tools/dev/attn_visit3.sh
 set -u
@@ -29,18 +26,19 @@ T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
 ARCH=${ARCH:-sm_90}
 
-VARIANTS="old: new:-DKERNEL_NEW pp:-DKERNEL_NEW,-DKDT_ATTN_PINGPONG=1 ow:-DKERNEL_NEW,-DKDT_ATTN_OWNS=1 n32:-DKERNEL_NEW,-DKDT_ATTN_BM=32 ${VARIANTS_EXTRA:-}"
+VARIANTS="lib: n32:-DKDT_ATTN_BM=32 ${VARIANTS_EXTRA:-}"
 # shapes NAME:H:PAGE:N_MAX
 CFGS="A:8:64:65 B:1:1:1 D:16:16:17 E:64:16:65 G:128:64:65 H:8:16:1025"
-# old and n32 only where they are benched (their checks: those shapes)
+# variants other than lib only where they are benched (their checks:
+# those shapes)
 SHORT="A B E G"
 for v in $VARIANTS; do
     vn=${v%%:*} vf=$(echo "${v#*:}" | tr , " ")
     for c in $CFGS; do
         IFS=: read n h pg nm <<< "$c"
-        case $vn in new|pp|ow) ;; *) case " $SHORT " in *" $n "*) ;; *) continue;; esac;; esac
+        case $vn in lib) ;; *) case " $SHORT " in *" $n "*) ;; *) continue;; esac;; esac
         nvcc -std=c++17 -O2 -arch=$ARCH -lineinfo -Xptxas -v -I kernels_src \
-            -I tests $vf -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
+            -I tests $vf -DKNAME="\"$vn\"" -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
             tools/dev/attn_harness.cu tests/ref_verify_attn.c \
             -o /tmp/ah3/$n.$vn > /tmp/ah3/$n.$vn.build 2>&1 &
     done
@@ -84,7 +82,7 @@ for v in $VARIANTS; do
 done
 grep -v " ok$" "$OUT/check.log" | head -20 | tee -a "$OUT/summary.txt"
 
-# old and new alternate case by case, so drift (clocks, heat) hits both
+# the variants alternate case by case, so drift (clocks, heat) hits all
 for c in "A 1 32768" "E 8 32768" "A 1 4096" "G 1 32768"; do
     set -- $c
     for v in $VARIANTS; do
@@ -98,9 +96,8 @@ el "benched"
 {
     for v in $VARIANTS; do
         vn=${v%%:*}
-        case $vn in new|pp|ow) ;; *) continue;; esac
+        [ $vn = lib ] || continue
         compute-sanitizer --tool racecheck /tmp/ah3/D.$vn check 2 0.5 24 70:9 3:17
-        [ $vn = new ] || continue
         compute-sanitizer --tool memcheck /tmp/ah3/A.$vn check 3 0.5 21 40:5 17:9
         compute-sanitizer --tool synccheck /tmp/ah3/A.$vn check 2 0.5 27 70:9
     done
