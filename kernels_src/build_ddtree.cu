@@ -58,9 +58,9 @@ constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 
 // The threshold path is used for budgets above this.  The loop costs
 // about 1.5 + 0.4 B us on an H200 (7.8 us at B = 16, 26.9 at B = 64); the
-// threshold path about 6-8 us for small trees (two enumeration rounds of
-// a few levels at ~0.5 us each, a sort of a few hundred keys, the
-// well-formedness check): even at B = 16.
+// threshold path about 6-8 us for small trees (an enumeration round or
+// two of a few levels at ~0.5 us each, the ranking, the well-formedness
+// check): even at B = 16.
 constexpr int LOOP_MAX_B = 16;
 
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
@@ -544,7 +544,7 @@ sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
 constexpr int RB_BINS = CAP / 2 < 1024 ? (CAP > 1 ? CAP / 2 : 1) : 1024;
 constexpr int RB_PER = (RB_BINS + THREADS - 1) / THREADS; // bins a thread
 static_assert(!FAST || 12 * RB_BINS + 2 * CAP <= 8 * CAP,
-              "rank_top's scratch fits the sort-key area");
+              "rank_top's scratch fits the elements' scratch");
 static_assert(!FAST || N_MAX <= 2 * RB_BINS,
               "the node -> prefix map fits the cursors' place");
 
@@ -649,17 +649,19 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
     const float FMAX = 3.40282347e38f;
 
     // A lower bound: the single-deviation prefixes (sd_bound), in the
-    // sort-key area (unused until the sort).
+    // elements' scratch (unused until rank_top).
     float lo = sd_bound(B, Lr, lps, reinterpret_cast<int *>(e.key), ws);
     int lo_state = lo > -FMAX ? 1 : 0; // 0 none, 1 count >= B known,
                                        // 2 count > CAP seen
     // The search keeps lo (count >= B, or > CAP when lo_state is 2) below
-    // hi (count < B).  It starts high (cheap: few prefixes), then takes
-    // Newton steps on log(count) from hi, with the slope measured on the
-    // prefixes that hi's enumeration holds (counts grow about
-    // exponentially as T falls), aiming inside [B, CAP] a little nearer B
-    // (the sort is smaller); after an overshoot, secant steps inside
-    // (lo, hi), and two misses in a row on one side bisect.
+    // hi (count < B).  Round 1 is SD_SHIFT above the single-deviation
+    // bound (or START_T without one); after an undershoot it takes Newton
+    // steps on log(count) from hi, with the slope measured on the prefixes
+    // that hi's enumeration holds (counts grow about exponentially as T
+    // falls), aiming inside [B, CAP] a little nearer B (less to rank);
+    // after overshoots only, steps up by the log of the excess; with both
+    // sides seen, secant steps inside (lo, hi), and two misses in a row on
+    // one side bisect.
     float hi = 1.4e-45f; // nothing scores above 0
     bool hi_seen = false;
     float lhi = 0.0f, llo = 0.0f, slope = 1.0f;

@@ -1,6 +1,7 @@
 #!/bin/bash
-# A build_ddtree visit: its GPU suite and bench rows (tools/dev/visit_build.sh
-# without the race checks), then tools/dev/bd_phases.cu at B = 512 and 64.
+# A build_ddtree visit: its GPU suite and bench rows (with the C heap),
+# then tools/dev/bd_phases.cu at B = 512 and 64.  Race and memory checks
+# on single launches: tools/dev/visit_final.sh PART=2.
 top=$(pwd)
 export CHECK_TESTS="${CHECK_TESTS-tests/gpu_build_ddtree}" BENCH="${BENCH---kernel build_ddtree --baseline}" CASES="${CASES:-}"
 OUT=$OUT bash tools/dev/visit_profile.sh

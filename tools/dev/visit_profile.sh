@@ -5,8 +5,9 @@
 #   BENCH        kdtree-bench arguments (e.g. "--kernel draft_topk")
 #   TIMES        lines of tools/dev/profile_case.py arguments, timed
 #   CASES        lines "name|args|kernel-regex": ncu --set full, with the
-#                per-instruction SASS counts and per-source-line counts
-#                (source page) beside it
+#                per-instruction SASS counts (source page) beside it; ncu
+#                cannot open NVRTC's sources, so tools/dev/sass_lines.py
+#                maps the SASS to source lines from a local -lineinfo cubin
 # Output: one tarball $OUT/visit.tgz (the device tool brings back only a
 # few files).
 set -u
@@ -43,8 +44,5 @@ echo "${CASES:-}" | while IFS='|' read -r name args kre; do
     ncu -i "/tmp/ncu-$name.ncu-rep" >"$out/ncu-$name.txt" 2>&1
     ncu -i "/tmp/ncu-$name.ncu-rep" --page source --csv --print-source sass \
         >"$out/ncu-$name-sass.csv" 2>&1
-    # the same counts and stall samples per CUDA source line (-lineinfo)
-    ncu -i "/tmp/ncu-$name.ncu-rep" --page source --csv --print-source cuda \
-        >"$out/ncu-$name-cuda.csv" 2>&1
     echo "ncu $name: $(grep -E '^\s+Duration' "$out/ncu-$name.txt")"
 done
