@@ -121,6 +121,10 @@ constexpr bool SLOTS = DTYPE == 1 && K <= 64;
 constexpr int SCAP = 1536;
 constexpr int SPT = SCAP / THREADS;
 constexpr int MAX_SPLIT = 8;                  // blocks per row (cluster size)
+// Candidates sorted by rank (n^2 compares over the block) up to this many;
+// a bitonic sort above.
+constexpr int RANK_SORT_MAX = 256;
+static_assert(RANK_SORT_MAX <= THREADS, "a thread (at least) a key");
 
 __host__ __device__ constexpr int bits_for(int x) { int b = 0; while ((1LL << b) <= x) b++; return b; }
 constexpr int VB = DTYPE ? 16 : 32;           // value bits of a key
@@ -134,6 +138,12 @@ static_assert(V <= (1 << 24), "V up to 2^24");
 static_assert(K <= CAP && W <= 64, "candidate buffer and key width");
 
 typedef unsigned long long u64;
+
+// Phase marks for tools/dev/dt_phases.cu (thread 0 of each block records
+// the time at each numbered point); empty in the library.
+#ifndef KDT_DT_PHASE
+#define KDT_DT_PHASE(i) ((void)0)
+#endif
 
 struct topk_smem {
     u64 buf[CAP];          // candidate keys; at the merge, every block's top
@@ -213,11 +223,19 @@ cluster_rank()
     return r;
 }
 
-// Every thread of every block of the cluster must call both.
+// Every thread of every block of the cluster must call both.  The
+// release costs a GPU-scope memory barrier (MEMBAR.ALL.GPU on sm_90).
 __device__ __forceinline__ void
 cluster_arrive()
 {
     asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+// An arrive that publishes nothing: only "this block is past here".
+__device__ __forceinline__ void
+cluster_arrive_relaxed()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 
 __device__ __forceinline__ void
@@ -695,6 +713,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
     const unsigned rank = S > 1 ? cluster_rank() : 0u;
     const int lg_s = __ffs((int)S) - 1; // S is a power of two
     const int r = (int)(blockIdx.x >> lg_s);
+    KDT_DT_PHASE(0);
 
     // This block's chunk of row r: [c0, c0 + n), chunk starts a multiple
     // of 8 logits apart (the host keeps every chunk non-empty).
@@ -739,6 +758,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         sm.rdone = 0;
     }
     __syncthreads();
+    KDT_DT_PHASE(1);
     row_state st = {neg_inf(), 0.0f, __int_as_float(0x7fffffff)};
 
     // Step 0 seeds lb from the slot maxima (see the top of the file), then
@@ -769,6 +789,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
     }
 
+    KDT_DT_PHASE(2);
     // The rest of the chunk: no barrier.  Loop-carried counters only (the
     // compiler would rebuild values derived from the layout every step):
     // `left` steps remain, the refill slot exists while `ahead` > 0 and
@@ -827,6 +848,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             tick += PREFETCH;
         }
     }
+    KDT_DT_PHASE(3);
     {
         float x[PER];
         int id;
@@ -863,6 +885,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
     }
     __syncthreads();
+    KDT_DT_PHASE(4);
 
     // Slot mode: the histogram counted slots; count the staged slots'
     // logits of digit >= lb exactly instead (every logit of digit >= lb is
@@ -878,6 +901,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
             sm.hist[i] = 0;
         __syncthreads();
         if (nsl <= SCAP) {
+            // Few slots are staged (~KC ln(steps)): whole warps past
+            // them branch over the work.
 #pragma unroll
             for (int k = 0; k < SPT; k++) {
                 const int e = tid + THREADS * k;
@@ -885,14 +910,14 @@ kdt_draft_topk(kdt_draft_topk_params p)
                 if (e < nsl) {
                     sw[k] = slots[e];
                     smeta[k] = meta[e];
-                }
 #pragma unroll
-                for (int i = 0; i < PER; i++)
-                    if ((smeta[k] >> (24 + i)) & 1) {
-                        const int d = digit(slot_logit(sw[k], i));
-                        if (d >= lb)
-                            atomicAdd(&sm.hist[d], 1u);
-                    }
+                    for (int i = 0; i < PER; i++)
+                        if ((smeta[k] >> (24 + i)) & 1) {
+                            const int d = digit(slot_logit(sw[k], i));
+                            if (d >= lb)
+                                atomicAdd(&sm.hist[d], 1u);
+                        }
+                }
             }
         } else {
             for_row(L, [&](const float *x, int id0, unsigned valid) {
@@ -905,6 +930,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         __syncthreads();
     }
 
+    KDT_DT_PHASE(5);
     // The threshold digit tb: exact, since every logit of digit >= lb
     // (and tb >= lb) was counted.
     if (warp == 0) {
@@ -930,6 +956,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
     }
     __syncthreads();
+    KDT_DT_PHASE(6);
     int n; // candidates in buf[0..n), the KC largest among them
     bool level1 = false; // buf holds exactly the A + E keys of digit >= tb
 #ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
@@ -941,24 +968,32 @@ kdt_draft_topk(kdt_draft_topk_params p)
     } else if (SLOTS && sm.cnt <= SCAP && sm.sel[1] + sm.sel[2] <= CAP) {
         // Keep the staged logits of digit >= tb (A + E of them) as keys.
         // Every thread read its slots before the last two barriers.
-        const int tb = sm.sel[0];
+        const int tb = sm.sel[0], nsl = sm.cnt;
         n = sm.sel[1] + sm.sel[2];
         level1 = true;
+        // Which of this thread's logits are kept: a bit each.  Warps
+        // past the staged slots skip the tests (their slots are empty).
+        unsigned keep_bits[SPT];
         int c = 0;
 #pragma unroll
-        for (int k = 0; k < SPT; k++)
+        for (int k = 0; k < SPT; k++) {
+            keep_bits[k] = 0;
+            if (__any_sync(0xffffffffu, tid + THREADS * k < nsl)) {
 #pragma unroll
-            for (int i = 0; i < PER; i++)
-                c += ((smeta[k] >> (24 + i)) & 1) && digit(slot_logit(sw[k], i)) >= tb;
+                for (int i = 0; i < PER; i++)
+                    if (((smeta[k] >> (24 + i)) & 1) && digit(slot_logit(sw[k], i)) >= tb)
+                        keep_bits[k] |= 1u << i;
+                c += __popc(keep_bits[k]);
+            }
+        }
         int at = warp_append(c, &sm.kept);
 #pragma unroll
         for (int k = 0; k < SPT; k++)
+            if (keep_bits[k])
 #pragma unroll
-            for (int i = 0; i < PER; i++) {
-                const float x = slot_logit(sw[k], i);
-                if (((smeta[k] >> (24 + i)) & 1) && digit(x) >= tb)
-                    sm.buf[at++] = ckey(x, (smeta[k] & 0xffffff) + i);
-            }
+                for (int i = 0; i < PER; i++)
+                    if ((keep_bits[k] >> i) & 1)
+                        sm.buf[at++] = ckey(slot_logit(sw[k], i), (smeta[k] & 0xffffff) + i);
     } else if (!SLOTS && sm.cnt <= CAP) {
         // Keep the buffered keys of digit >= tb: A + E of them.
         const int tb = sm.sel[0], cnt = sm.cnt;
@@ -1036,6 +1071,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         });
     }
 
+    KDT_DT_PHASE(7);
     // Many keys share the threshold digit tb (a coarse bin): narrow it by
     // the next RB bits of those keys (an RB-bit histogram in shared
     // memory, no re-read) so that the sort below is of ~KC keys, not A + E.
@@ -1081,41 +1117,70 @@ kdt_draft_topk(kdt_draft_topk_params p)
         n = n2;
     }
 
-    // Sort the n candidates, descending, padded with 0 (below every key:
-    // the smallest real one, -inf at id V-1, is 0x007f... << IB).
-    int P = 1;
-    while (P < n)
-        P <<= 1;
+    KDT_DT_PHASE(8);
+    // Sort the n candidates, descending.  Few (the drafter's case): by
+    // rank, each key's place being the number of keys above it (keys are
+    // unique), G threads a key; a handful of loads and compares a thread
+    // and two barriers, against ~log2(n)^2/2 dependent steps of a bitonic
+    // sort run by the few warps that n keys give work.
     __syncthreads();
-    for (int i = n + tid; i < P; i += THREADS)
-        sm.buf[i] = 0ull;
-    __syncthreads();
-    // Bitonic: a step of distance j >= 64 touches the whole buffer (block
-    // barrier); the steps of distance <= 32 that follow stay inside
-    // 64-key segments, one per warp (pairs i..i+31 of a 32-aligned run),
-    // so they need only __syncwarp: a sort of P keys has about log2(P)^2/2
-    // steps but only ~log2(P/64)^2/2 block barriers.
-    // Up to k = 64 every step stays in its warp's segment, so the block
-    // barrier comes only before a step of distance >= 64 and at the end.
-    for (int k = 2; k <= P; k <<= 1) {
-        int j = k >> 1;
-        for (; j >= 64; j >>= 1) {
-            for (int i = tid; i < P / 2; i += THREADS)
-                bitonic_step(sm.buf, i, j, k);
-            __syncthreads();
+    if (n <= RANK_SORT_MAX) { // block-uniform
+        int g = 1;
+        while (g < 32 && g * 2 * n <= THREADS)
+            g <<= 1;
+        const int i = tid / g, sub = tid & (g - 1); // n <= THREADS / g
+        u64 key = 0;
+        int above = 0;
+        if (i < n) {
+            key = sm.buf[i];
+#pragma unroll 4
+            for (int j = sub; j < n; j += g)
+                above += sm.buf[j] > key;
         }
-        for (int base = warp * 32; base < P / 2; base += THREADS) {
-            const int i = base + lane;
-            for (int jj = j; jj > 0; jj >>= 1) {
-                if (i < P / 2)
-                    bitonic_step(sm.buf, i, jj, k);
-                __syncwarp();
+        for (int o = 1; o < g; o <<= 1) // the g lanes of a key: one warp
+            above += __shfl_xor_sync(0xffffffffu, above, o);
+        __syncthreads();
+        if (i < n && sub == 0)
+            sm.buf[above] = key;
+        __syncthreads();
+    } else {
+        // Bitonic, padded with 0 (below every key: the smallest real
+        // one, -inf at id V-1, is 0x007f... << IB).
+        int P = 1;
+        while (P < n)
+            P <<= 1;
+        for (int i = n + tid; i < P; i += THREADS)
+            sm.buf[i] = 0ull;
+        __syncthreads();
+        // A step of distance j >= 64 touches the whole buffer (block
+        // barrier); the steps of distance <= 32 that follow stay inside
+        // 64-key segments, one per warp (pairs i..i+31 of a 32-aligned
+        // run), so they need only __syncwarp: a sort of P keys has about
+        // log2(P)^2/2 steps but only ~log2(P/64)^2/2 block barriers.  Up
+        // to k = 64 every step stays in its warp's segment, so the block
+        // barrier comes only before a step of distance >= 64 and at the
+        // end.
+        for (int k = 2; k <= P; k <<= 1) {
+            int j = k >> 1;
+            for (; j >= 64; j >>= 1) {
+                for (int i = tid; i < P / 2; i += THREADS)
+                    bitonic_step(sm.buf, i, j, k);
+                __syncthreads();
             }
+            for (int base = warp * 32; base < P / 2; base += THREADS) {
+                const int i = base + lane;
+                for (int jj = j; jj > 0; jj >>= 1) {
+                    if (i < P / 2)
+                        bitonic_step(sm.buf, i, jj, k);
+                    __syncwarp();
+                }
+            }
+            if (k >= 64 || k == P)
+                __syncthreads();
         }
-        if (k >= 64 || k == P)
-            __syncthreads();
     }
 
+    KDT_DT_PHASE(9);
     if (S == 1) {
         // The block is the row: buf[0..K) is the answer, buf[0] its max.
         const float M = key_logit(sm.buf[0]);
@@ -1126,6 +1191,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             p.ids[(long long)r * K + k] = key_id(key);
             p.lp[(long long)r * K + k] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
         }
+        KDT_DT_PHASE(14);
         return;
     }
 
@@ -1134,8 +1200,10 @@ kdt_draft_topk(kdt_draft_topk_params p)
     for (int k = tid; k < K; k += THREADS)
         top[k] = k < kc ? sm.buf[k] : 0ull;
     __syncthreads();
+    KDT_DT_PHASE(10);
     cluster_arrive();
     cluster_wait();
+    KDT_DT_PHASE(11);
     // Every list into buf[j * K ..], and every chunk's (max, sum).
     for (int i = tid; i < (int)S * K; i += THREADS) {
         const unsigned j = (unsigned)(i / K);
@@ -1153,7 +1221,10 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
     }
     __syncthreads();
-    cluster_arrive(); // this block is done reading the others
+    KDT_DT_PHASE(12);
+    // This block is done reading the others: its remote loads have
+    // returned (their values are in buf), so nothing needs releasing.
+    cluster_arrive_relaxed();
     // The row's max is the best of the lists' first keys (chunks are never
     // empty, so no list is all padding).
     float M = neg_inf(), T = 0.0f;
@@ -1188,5 +1259,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             p.lp[(long long)r * K + pos] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
         }
     }
+    KDT_DT_PHASE(13);
     cluster_wait(); // the others are done reading this block
+    KDT_DT_PHASE(14);
 }

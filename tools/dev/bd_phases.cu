@@ -23,14 +23,7 @@ __device__ long long g_phase[16];
 #include "build_ddtree.cu"
 #include "../bench_ddtree_input.h"
 
-#define CK(x)                                                             \
-    do {                                                                  \
-        cudaError_t e_ = (x);                                             \
-        if (e_ != cudaSuccess) {                                          \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));      \
-            exit(1);                                                      \
-        }                                                                 \
-    } while (0)
+#include "cuda_check.h"
 
 int
 main(int argc, char **argv)
