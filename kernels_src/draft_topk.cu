@@ -153,7 +153,7 @@ struct topk_smem {
     int lb;                // lower bound on the KC-th largest digit
     float thr;             // a logit below it has digit < lb (see thr_of)
     int maxd;              // >= every counted digit
-    int kept, kept2;       // compaction counters
+    int nlb, kept, kept2;  // compaction counters
     int rdone;             // cnt when the last lb raise began
     int sel[4];            // threshold search result: bin, above, at
     float red_m[WARPS], red_s[WARPS];
@@ -753,6 +753,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         sm.lb = 0;
         sm.thr = neg_inf();
         sm.maxd = digit(neg_inf()); // the lowest digit a logit can have
+        sm.nlb = 0;
         sm.kept = 0;
         sm.kept2 = 0;
         sm.rdone = 0;
@@ -887,56 +888,9 @@ kdt_draft_topk(kdt_draft_topk_params p)
     __syncthreads();
     KDT_DT_PHASE(4);
 
-    // Slot mode: the histogram counted slots; count the staged slots'
-    // logits of digit >= lb exactly instead (every logit of digit >= lb is
-    // in a staged slot).  The slots stay in registers for the compaction.
-    // Too many slots for the buffer: count over the chunk (L2).
-    uint4 sw[SLOTS ? SPT : 1];
-    int smeta[SLOTS ? SPT : 1];
-    if (SLOTS) {
-        const uint4 *slots = reinterpret_cast<const uint4 *>(sm.buf);
-        const int *meta = reinterpret_cast<const int *>(slots + SCAP);
-        const int lb = sm.lb, top = sm.maxd, nsl = sm.cnt;
-        for (int i = lb + tid; i <= top; i += THREADS)
-            sm.hist[i] = 0;
-        __syncthreads();
-        if (nsl <= SCAP) {
-            // Few slots are staged (~KC ln(steps)): whole warps past
-            // them branch over the work.
-#pragma unroll
-            for (int k = 0; k < SPT; k++) {
-                const int e = tid + THREADS * k;
-                smeta[k] = 0; // no valid logit
-                if (e < nsl) {
-                    sw[k] = slots[e];
-                    smeta[k] = meta[e];
-#pragma unroll
-                    for (int i = 0; i < PER; i++)
-                        if ((smeta[k] >> (24 + i)) & 1) {
-                            const int d = digit(slot_logit(sw[k], i));
-                            if (d >= lb)
-                                atomicAdd(&sm.hist[d], 1u);
-                        }
-                }
-            }
-        } else {
-            for_row(L, [&](const float *x, int id0, unsigned valid) {
-#pragma unroll
-                for (int i = 0; i < PER; i++)
-                    if (((valid >> i) & 1u) && digit(x[i]) >= lb)
-                        atomicAdd(&sm.hist[digit(x[i])], 1u);
-            });
-        }
-        __syncthreads();
-    }
-
-    KDT_DT_PHASE(5);
-    // The threshold digit tb: exact, since every logit of digit >= lb
-    // (and tb >= lb) was counted.
+    // The chunk's (max, sum) from the warps' pairs, one a lane (warp 0,
+    // not a serial loop; the others go on).
     if (warp == 0) {
-        unsigned above = 0, at = 0;
-        int b = find_bin(sm.hist, sm.maxd, sm.lb, (unsigned)kc, &above, &at);
-        // The warps' (max, sum) pairs, one a lane (not a serial loop).
         const float m = lane < WARPS ? sm.red_m[lane] : neg_inf();
         const float t = lane < WARPS ? sm.red_s[lane] : 0.0f;
         float M = m;
@@ -948,57 +902,144 @@ kdt_draft_topk(kdt_draft_topk_params p)
         for (int o = 16; o > 0; o >>= 1)
             T += __shfl_xor_sync(0xffffffffu, T, o);
         if (lane == 0) {
-            sm.sel[0] = b;
-            sm.sel[1] = (int)above;
-            sm.sel[2] = (int)at;
             sm.part_m = M;
             sm.part_s = T;
         }
     }
-    __syncthreads();
-    KDT_DT_PHASE(6);
-    int n; // candidates in buf[0..n), the KC largest among them
-    bool level1 = false; // buf holds exactly the A + E keys of digit >= tb
-#ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
-    if (tid == 0)
-        printf("row %d.%u: cnt %d lb %d maxd %d tb %d A %d E %d\n", r, rank, sm.cnt, sm.lb, sm.maxd, sm.sel[0], sm.sel[1], sm.sel[2]);
-#endif
-    if (kc == 0) {
-        n = 0;
-    } else if (SLOTS && sm.cnt <= SCAP && sm.sel[1] + sm.sel[2] <= CAP) {
-        // Keep the staged logits of digit >= tb (A + E of them) as keys.
-        // Every thread read its slots before the last two barriers.
-        const int tb = sm.sel[0], nsl = sm.cnt;
-        n = sm.sel[1] + sm.sel[2];
-        level1 = true;
-        // Which of this thread's logits are kept: a bit each.  Warps
-        // past the staged slots skip the tests (their slots are empty).
-        unsigned keep_bits[SPT];
+
+    // Slot mode: each thread takes its staged slots into registers (few
+    // are staged, ~KC ln(steps): whole warps past them skip the work).
+    uint4 sw[SLOTS ? SPT : 1];
+    int smeta[SLOTS ? SPT : 1];
+    const int nsl = sm.cnt;
+    if (SLOTS && nsl <= SCAP) {
+        const uint4 *slots = reinterpret_cast<const uint4 *>(sm.buf);
+        const int *meta = reinterpret_cast<const int *>(slots + SCAP);
+#pragma unroll
+        for (int k = 0; k < SPT; k++) {
+            const int e = tid + THREADS * k;
+            smeta[k] = 0; // no valid logit
+            if (e < nsl) {
+                sw[k] = slots[e];
+                smeta[k] = meta[e];
+            }
+        }
+    }
+    // This thread's staged logits of digit >= d, a bit each; their count.
+    auto slot_bits = [&](int d, unsigned *bits) {
         int c = 0;
 #pragma unroll
         for (int k = 0; k < SPT; k++) {
-            keep_bits[k] = 0;
+            bits[k] = 0;
             if (__any_sync(0xffffffffu, tid + THREADS * k < nsl)) {
 #pragma unroll
                 for (int i = 0; i < PER; i++)
-                    if (((smeta[k] >> (24 + i)) & 1) && digit(slot_logit(sw[k], i)) >= tb)
-                        keep_bits[k] |= 1u << i;
-                c += __popc(keep_bits[k]);
+                    if (((smeta[k] >> (24 + i)) & 1) && digit(slot_logit(sw[k], i)) >= d)
+                        bits[k] |= 1u << i;
+                c += __popc(bits[k]);
             }
         }
-        int at = warp_append(c, &sm.kept);
+        return c;
+    };
+    // Those logits as keys, from buf[at] on.
+    auto slot_write = [&](const unsigned *bits, int at) {
 #pragma unroll
         for (int k = 0; k < SPT; k++)
-            if (keep_bits[k])
+            if (bits[k])
 #pragma unroll
                 for (int i = 0; i < PER; i++)
-                    if ((keep_bits[k] >> i) & 1)
+                    if ((bits[k] >> i) & 1)
                         sm.buf[at++] = ckey(slot_logit(sw[k], i), (smeta[k] & 0xffffff) + i);
+    };
+
+    int n = 0;     // candidates in buf[0..n), the KC largest among them
+    int from = -1; // buf holds exactly the chunk's keys of digit >= from
+    bool fast = false; // from = lb, taken without the exact histogram
+    // Slot mode, the common case: every logit of digit >= lb is in a
+    // staged slot, and lb is usually the threshold digit itself (the
+    // KC-th largest slot maximum's digit), so the staged logits of digit
+    // >= lb are the candidates, with no exact recount: ~KC of them.
+    if (SLOTS && nsl <= SCAP && kc > 0) {
+        const int lb = sm.lb;
+        unsigned bits[SPT];
+        const int at = warp_append(slot_bits(lb, bits), &sm.nlb);
+        __syncthreads(); // every slot is in registers; nlb is final
+        n = sm.nlb;
+        if (n <= CAP) { // block-uniform
+            slot_write(bits, at);
+            from = lb;
+            fast = true;
+        }
+    }
+    KDT_DT_PHASE(5);
+#ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
+    if (tid == 0)
+        printf("row %d.%u: cnt %d lb %d maxd %d n(>=lb) %d\n", r, rank, sm.cnt, sm.lb, sm.maxd, n);
+#endif
+
+    // Otherwise: the threshold digit tb from the exact histogram at digits
+    // >= lb (in slot mode the histogram counted slots: count the staged
+    // slots' logits of digit >= lb instead, or the chunk's, from L2, when
+    // more slots were staged than the buffer holds).
+    if (from < 0) { // block-uniform
+        if (SLOTS) {
+            const int lb = sm.lb, top = sm.maxd;
+            for (int i = lb + tid; i <= top; i += THREADS)
+                sm.hist[i] = 0;
+            __syncthreads();
+            if (nsl <= SCAP) {
+#pragma unroll
+                for (int k = 0; k < SPT; k++)
+                    if (tid + THREADS * k < nsl)
+#pragma unroll
+                        for (int i = 0; i < PER; i++)
+                            if ((smeta[k] >> (24 + i)) & 1) {
+                                const int d = digit(slot_logit(sw[k], i));
+                                if (d >= lb)
+                                    atomicAdd(&sm.hist[d], 1u);
+                            }
+            } else {
+                for_row(L, [&](const float *x, int id0, unsigned valid) {
+#pragma unroll
+                    for (int i = 0; i < PER; i++)
+                        if (((valid >> i) & 1u) && digit(x[i]) >= lb)
+                            atomicAdd(&sm.hist[digit(x[i])], 1u);
+                });
+            }
+            __syncthreads();
+        }
+        // tb is exact: every logit of digit >= lb (and tb >= lb) was
+        // counted.
+        if (warp == 0) {
+            unsigned above = 0, at = 0;
+            int b = find_bin(sm.hist, sm.maxd, sm.lb, (unsigned)kc, &above, &at);
+            if (lane == 0) {
+                sm.sel[0] = b;
+                sm.sel[1] = (int)above;
+                sm.sel[2] = (int)at;
+            }
+        }
+        __syncthreads();
+#ifdef KDT_EMU_TRACE
+        if (tid == 0)
+            printf("row %d.%u: tb %d A %d E %d\n", r, rank, sm.sel[0], sm.sel[1], sm.sel[2]);
+#endif
+    }
+    KDT_DT_PHASE(6);
+    if (from >= 0 || kc == 0) {
+        // done above (kc = 0: no candidates)
+    } else if (SLOTS && nsl <= SCAP && sm.sel[1] + sm.sel[2] <= CAP) {
+        // Keep the staged logits of digit >= tb (A + E of them) as keys.
+        unsigned bits[SPT];
+        const int at = warp_append(slot_bits(sm.sel[0], bits), &sm.kept);
+        slot_write(bits, at);
+        n = sm.sel[1] + sm.sel[2];
+        from = sm.sel[0];
     } else if (!SLOTS && sm.cnt <= CAP) {
         // Keep the buffered keys of digit >= tb: A + E of them.
         const int tb = sm.sel[0], cnt = sm.cnt;
         n = sm.sel[1] + sm.sel[2];
-        level1 = true;
+        from = tb;
         u64 v[PT];
 #pragma unroll
         for (int e = 0; e < PT; e++) {
@@ -1072,22 +1113,49 @@ kdt_draft_topk(kdt_draft_topk_params p)
     }
 
     KDT_DT_PHASE(7);
-    // Many keys share the threshold digit tb (a coarse bin): narrow it by
-    // the next RB bits of those keys (an RB-bit histogram in shared
-    // memory, no re-read) so that the sort below is of ~KC keys, not A + E.
-    if (RB > 0 && level1 && n > 128 && n > 2 * kc) { // block-uniform
-        const int tb = sm.sel[0], A = sm.sel[1];
-        for (int i = tid; i < (1 << RB); i += THREADS)
-            sm.hist[i] = 0;
+    // Too many candidates for the rank sort (a coarse bin, or a long
+    // chunk): narrow them in shared memory, no re-read.  tb and A (the
+    // keys above tb) come from the keys' digit histogram when buf holds
+    // the digits >= lb; then the E keys of digit tb are narrowed by their
+    // next RB bits (an RB-bit histogram), leaving ~KC keys to sort.
+    if (RB > 0 && from >= 0 && n > RANK_SORT_MAX) { // block-uniform
         __syncthreads(); // the compaction's keys are in buf
         u64 v[PT];
 #pragma unroll
         for (int e = 0; e < PT; e++) {
             const int i = tid + THREADS * e;
             v[e] = i < n ? sm.buf[i] : 0ull;
-            if (i < n && (int)(v[e] >> DSHIFT) == tb)
-                atomicAdd(&sm.hist[sub_digit(v[e])], 1u);
         }
+        if (fast) {
+            // tb and A of the keys in buf.
+            const int top = sm.maxd;
+            for (int i = from + tid; i <= top; i += THREADS)
+                sm.hist[i] = 0;
+            __syncthreads();
+#pragma unroll
+            for (int e = 0; e < PT; e++)
+                if (tid + THREADS * e < n)
+                    atomicAdd(&sm.hist[(int)(v[e] >> DSHIFT)], 1u);
+            __syncthreads();
+            if (warp == 0) {
+                unsigned above = 0, at = 0;
+                int b = find_bin(sm.hist, top, from, (unsigned)kc, &above, &at);
+                if (lane == 0) {
+                    sm.sel[0] = b;
+                    sm.sel[1] = (int)above;
+                    sm.sel[2] = (int)at;
+                }
+            }
+        }
+        __syncthreads(); // sel is final; the digit histogram is read
+        const int tb = sm.sel[0], A = sm.sel[1];
+        for (int i = tid; i < (1 << RB); i += THREADS)
+            sm.hist[i] = 0;
+        __syncthreads();
+#pragma unroll
+        for (int e = 0; e < PT; e++)
+            if (tid + THREADS * e < n && (int)(v[e] >> DSHIFT) == tb)
+                atomicAdd(&sm.hist[sub_digit(v[e])], 1u);
         __syncthreads();
         if (warp == 0) {
             unsigned above = 0, at = 0;
@@ -1204,20 +1272,34 @@ kdt_draft_topk(kdt_draft_topk_params p)
     cluster_arrive();
     cluster_wait();
     KDT_DT_PHASE(11);
-    // Every list into buf[j * K ..], and every chunk's (max, sum).
+    // Every list into buf[j * K ..].  Warp 0, lane j < S: chunk j's
+    // (max, sum) and first key; the row's max M is the best first key
+    // (chunks are never empty, so no list is all padding), and log of
+    // the row's sum goes beside it.  Every block reduces the same S pairs
+    // in the same lane order, so all write the same log-probs.
     for (int i = tid; i < (int)S * K; i += THREADS) {
         const unsigned j = (unsigned)(i / K);
         sm.buf[i] = j == rank ? top[i % K] : cluster_load_u64(cluster_map(top + i % K, j));
     }
     if (warp == 0) {
-        float m = neg_inf(), s = 0.0f;
+        float m = neg_inf(), s = 0.0f, first = neg_inf();
         if (lane < (int)S) {
-            m = cluster_load_f32(cluster_map(&sm.part_m, (unsigned)lane));
-            s = cluster_load_f32(cluster_map(&sm.part_s, (unsigned)lane));
+            const unsigned j = (unsigned)lane;
+            m = cluster_load_f32(cluster_map(&sm.part_m, j));
+            s = cluster_load_f32(cluster_map(&sm.part_s, j));
+            first = key_logit(j == rank ? top[0] : cluster_load_u64(cluster_map(top, j)));
         }
-        if (lane < MAX_SPLIT) {
-            sm.red_m[lane] = m;
-            sm.red_s[lane] = s;
+        float M = first;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float T = rescaled(m, s, M);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            T += __shfl_xor_sync(0xffffffffu, T, o);
+        if (lane == 0) { // part_m and part_s are still being read
+            sm.red_m[0] = M;
+            sm.red_s[0] = logf(T);
         }
     }
     __syncthreads();
@@ -1225,35 +1307,19 @@ kdt_draft_topk(kdt_draft_topk_params p)
     // This block is done reading the others: its remote loads have
     // returned (their values are in buf), so nothing needs releasing.
     cluster_arrive_relaxed();
-    // The row's max is the best of the lists' first keys (chunks are never
-    // empty, so no list is all padding).
-    float M = neg_inf(), T = 0.0f;
-    for (int j = 0; j < (int)S; j++)
-        M = fmaxf(M, key_logit(sm.buf[j * K]));
-    for (int j = 0; j < (int)S; j++)
-        T += rescaled(sm.red_m[j], sm.red_s[j], M);
-    const float log_s = logf(T);
-    for (int k = tid; k < kc; k += THREADS) {
-        const u64 key = sm.buf[rank * K + k];
-        int pos = k;
-        // Every list's search at once (lists past S read in-bounds junk
-        // whose count is dropped); two at a time for tiny K, where eight
-        // make ptxas spill elsewhere on sm_120.
-        if (K >= 16) {
-#pragma unroll
-            for (int j = 0; j < MAX_SPLIT; j++)
-                if ((j + 1) * K <= CAP) {
-                    const int c = count_above(sm.buf + j * K, key);
-                    pos += j < (int)S && j != (int)rank ? c : 0;
-                }
-        } else {
-#pragma unroll 2
-            for (int j = 0; j < MAX_SPLIT; j++) {
-                const int c = count_above(sm.buf + j * K, key);
-                pos += j < (int)S && j != (int)rank ? c : 0;
-            }
-        }
-        if (pos < K) {
+    // A key's rank: its index in its list plus, for every other list,
+    // the keys above it there (a binary search; keys are unique).  S
+    // lanes a key, one list each, so the searches run side by side.
+    const float M = sm.red_m[0], log_s = sm.red_s[0];
+    const int j = tid & ((int)S - 1);
+    for (int k0 = 0; k0 < kc; k0 += THREADS / (int)S) { // uniform
+        const int k = k0 + (tid >> lg_s);
+        const u64 key = k < kc ? sm.buf[rank * K + k] : 0ull;
+        int c = k < kc && j != (int)rank ? count_above(sm.buf + j * K, key) : 0;
+        for (int o = 1; o < (int)S; o <<= 1) // S lanes of one warp
+            c += __shfl_xor_sync(0xffffffffu, c, o);
+        const int pos = k + c;
+        if (j == 0 && k < kc && pos < K) {
             const float x = key_logit(key);
             p.ids[(long long)r * K + pos] = key_id(key);
             p.lp[(long long)r * K + pos] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
