@@ -47,10 +47,15 @@
 // same argument holds: KC slots whose maxima have digit >= b hold KC
 // distinct logits of digit >= b, and a slot holding a logit of digit >=
 // the final lb has a maximum that passed every thr, so it was staged.
-// After pass 1 the bins [lb, maxd] are recounted exactly from the staged
-// slots' logits (or, when more than SCAP slots were staged, from the chunk
-// read again), and the selection below goes on as in key mode.  A+E keys
-// are built from the staged slots, which each thread holds in registers.
+// After pass 1, each thread takes its staged slots into registers.  The
+// final lb is usually the threshold digit itself (the KC-th largest slot
+// maximum's digit is the KC-th largest logit's, unless a slot holds two
+// of the top), so the staged logits of digit >= lb, at least KC of them
+// and all of the chunk's, are the candidates: no exact count.  Only when
+// they overflow the buffer (flat rows) are the bins [lb, maxd] recounted
+// exactly from the staged slots' logits (or, when more than SCAP slots
+// were staged, from the chunk read again), and the selection below goes
+// on as in key mode.
 //
 // Then: the exact histogram at digits >= lb gives the threshold digit tb
 // (A logits above it, E in it, A < KC <= A + E).  If the buffer did not
@@ -59,11 +64,14 @@
 // Otherwise (ties or flat rows) the chunk is read again (L2): while A + E
 // exceeds the buffer, a histogram pass narrows the threshold by the next
 // 12 bits of c (value bits, then id bits), and a last pass collects the
-// keys >= the threshold.  When the A + E keys are many (> 128 and > 2 KC:
-// the digit's bin is coarse), the E keys of digit tb are narrowed by
+// keys >= the threshold.  When the candidates are many (> 256 and > 2
+// KC: a coarse bin, or a long chunk), the exact histogram of their digits
+// gives tb (in slot mode) and the E keys of digit tb are narrowed by
 // their next 8 bits (a 256-bin histogram in shared memory), leaving ~KC
-// keys.  The <= CAP candidates are sorted (bitonic, descending): the
-// first KC are the chunk's top.
+// keys.  The <= CAP candidates are sorted, descending: up to 256 by rank
+// (each key's place is the number of keys above it, counted by a few
+// threads a key), more by a bitonic sort.  The first KC are the chunk's
+// top.
 //
 // Merge (S > 1).  Each block publishes its top (K keys, zero-padded; 0 is
 // below every real key) and its (max, sum) in its shared memory; after a
@@ -768,10 +776,12 @@ kdt_draft_topk(kdt_draft_topk_params p)
         float x[PER];
         const unsigned valid = tid < L.nslots ? 0xffu : 0u;
         const float lm = fold(st, x, unpack(first, x));
-        if (valid) {
+        if (valid)
             atomicAdd(&sm.hist[digit(lm)], 1u);
-            atomicMax(&sm.maxd, digit(lm));
-        }
+        // One atomic a warp on maxd (512 on one address serialise).
+        const unsigned dmax = __reduce_max_sync(0xffffffffu, valid ? (unsigned)digit(lm) : 0u);
+        if (lane == 0 && dmax)
+            atomicMax(&sm.maxd, (int)dmax);
         __syncthreads();
         if (warp == 0)
             raise_lb(sm, kc);
@@ -888,9 +898,10 @@ kdt_draft_topk(kdt_draft_topk_params p)
     __syncthreads();
     KDT_DT_PHASE(4);
 
-    // The chunk's (max, sum) from the warps' pairs, one a lane (warp 0,
-    // not a serial loop; the others go on).
-    if (warp == 0) {
+    // The chunk's (max, sum) from the warps' pairs, one a lane (not a
+    // serial loop), by the last warp: the staged slots below sit in the
+    // first warps' registers, so it is the one with nothing else to do.
+    if (warp == WARPS - 1) {
         const float m = lane < WARPS ? sm.red_m[lane] : neg_inf();
         const float t = lane < WARPS ? sm.red_s[lane] : 0.0f;
         float M = m;
@@ -1113,12 +1124,13 @@ kdt_draft_topk(kdt_draft_topk_params p)
     }
 
     KDT_DT_PHASE(7);
-    // Too many candidates for the rank sort (a coarse bin, or a long
-    // chunk): narrow them in shared memory, no re-read.  tb and A (the
+    // Too many candidates for the rank sort, and more than twice KC (a
+    // coarse bin, or a long chunk): narrow them in shared memory, no
+    // re-read.  tb and A (the
     // keys above tb) come from the keys' digit histogram when buf holds
     // the digits >= lb; then the E keys of digit tb are narrowed by their
     // next RB bits (an RB-bit histogram), leaving ~KC keys to sort.
-    if (RB > 0 && from >= 0 && n > RANK_SORT_MAX) { // block-uniform
+    if (RB > 0 && from >= 0 && n > RANK_SORT_MAX && n > 2 * kc) { // uniform
         __syncthreads(); // the compaction's keys are in buf
         u64 v[PT];
 #pragma unroll

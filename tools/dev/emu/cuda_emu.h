@@ -63,6 +63,9 @@ static inline unsigned __ballot_sync(unsigned, int p) {
     for (int l = 0; l < 32; l++) if (emu_slot[emu_warp()][l]) m |= 1u << l;
     __syncwarp(); return m; }
 static inline int __any_sync(unsigned mk, int p) { return __ballot_sync(mk, p) != 0; }
+static inline unsigned __reduce_max_sync(unsigned mk, unsigned v) {
+    for (int o = 16; o; o >>= 1) { unsigned y = emu_xchg(v, emu_lane() ^ o); v = v > y ? v : y; }
+    return v; }
 template <class T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 template <class T> static inline T atomicMax(T *p, T v) { T o = __atomic_load_n(p, __ATOMIC_SEQ_CST); while (o < v && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {} return o; }
 
