@@ -65,7 +65,8 @@ constexpr int LOOP_MAX_B = 16;
 
 // Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
 // the same size; the kernel traps if it gets less):
-//   float lp[L*K]            the request's log-probs, NaN -> -inf
+//   float lp[L*KS]           the request's log-probs, NaN -> -inf: the
+//                            first KS ranks of each row (lp_at)
 //   float node_score[N_MAX]
 //   short parent, rank, depth, first_child, next_sibling, last_child
 //         [N_MAX] each
@@ -82,32 +83,19 @@ constexpr int LOOP_MAX_B = 16;
 // next sibling's, its first child's), so a step reads everything it needs
 // in one round of independent shared-memory loads.  An element is 24
 // bytes; the region holds CAP of them only where the shape leaves room
-// for CAP >= 2 N_MAX under SMEM_LIMIT (not L = 15, K = N_MAX - 1 = 1024:
-// the log-probs take 60 KiB; such shapes always run the loop).
-// (Plain expressions, no constexpr functions: NVRTC compiles no host code.)
+// for CAP >= 2 (N_MAX - 1) under SMEM_LIMIT.
+// KS is K where that leaves room; otherwise the largest power of two
+// (down to KS_MIN) that does: L = 15, K = N_MAX - 1 = 1024 keeps 512 ranks
+// a row (30 of the 60 KiB), and a tree reaches past rank 511 of a row only
+// where a row is nearly flat: those ranks are read from global memory (L2),
+// with the same NaN -> -inf, so both paths see the same values.
 #define KDT_PAD16(x) (((x) + 15u) & ~15u)
-constexpr unsigned OFF_NODE = KDT_PAD16(4u * L * K);
-constexpr unsigned OFF_SHORT = OFF_NODE + KDT_PAD16(4u * N_MAX);
-constexpr unsigned OFF_REGION = OFF_SHORT + KDT_PAD16(12u * N_MAX);
-constexpr unsigned LOOP_BYTES = 16u * N_MAX;
 constexpr unsigned ELEM_BYTES = 24u;
 // What every allowed shape must fit: sm_120's 99 KiB per block, less 1 KiB
 // for the static shared variables.
 constexpr unsigned SMEM_LIMIT = 99u * 1024u - 1024u;
-
-// The element capacity: the largest power of two that fits, at most
-// 16 N_MAX and 16384 (element indices are int16).
-constexpr unsigned CAP_FIT =
-    OFF_REGION < SMEM_LIMIT ? (SMEM_LIMIT - OFF_REGION) / ELEM_BYTES : 0u;
-constexpr unsigned CAP_LIM =
-    CAP_FIT < 16u * N_MAX ? (CAP_FIT < 16384u ? CAP_FIT : 16384u)
-                          : (16u * N_MAX < 16384u ? 16u * N_MAX : 16384u);
-constexpr int CAP =
-    CAP_LIM >= 16384u ? 16384 : CAP_LIM >= 8192u ? 8192
-    : CAP_LIM >= 4096u ? 4096 : CAP_LIM >= 2048u ? 2048
-    : CAP_LIM >= 1024u ? 1024 : CAP_LIM >= 512u ? 512
-    : CAP_LIM >= 256u ? 256 : CAP_LIM >= 128u ? 128
-    : CAP_LIM >= 64u ? 64 : CAP_LIM >= 32u ? 32 : 0;
+constexpr unsigned LOOP_BYTES = 16u * N_MAX;
+constexpr int KS_MIN = 64;
 // The first threshold, when it can be had, comes from the single-deviation
 // prefixes (0, .., 0, k): the B-th best of their scores, binned at
 // 1/SD_SCALE (SD_BINS bins below 0), is a threshold that at least B
@@ -118,12 +106,58 @@ constexpr int CAP =
 constexpr int SD_BINS = 256;
 constexpr float SD_SCALE = 16.0f;
 constexpr float SD_SHIFT = 0.5f;
-// The search wants a window [B, CAP] at least twice as wide as B, and
-// sd_bound's scratch (SD_BINS = 256 ints and L floats) must fit the 8
-// bytes an element of scratch (CAP >= THREADS: a bin a thread there).
-// src/kernel_build_ddtree.c applies the same rule.
-constexpr bool FAST = CAP >= 2 * N_MAX && CAP >= THREADS &&
-                      (SD_BINS + L) * 4 <= 8 * CAP && N_MAX - 1 > LOOP_MAX_B;
+
+// Where the region starts when ks ranks of each row are kept.
+__host__ __device__ constexpr unsigned
+region_at(int ks)
+{
+    return KDT_PAD16(4u * L * ks) + KDT_PAD16(4u * N_MAX) + KDT_PAD16(12u * N_MAX);
+}
+
+// The element capacity there: the largest power of two that fits, at
+// most 16 N_MAX and 16384 (element indices are int16); 0 below 32.
+__host__ __device__ constexpr int
+cap_at(int ks)
+{
+    int c = 0;
+    for (int x = 32; x <= 16384 && x <= 16 * N_MAX; x *= 2)
+        if (region_at(ks) <= SMEM_LIMIT && region_at(ks) + ELEM_BYTES * x <= SMEM_LIMIT)
+            c = x;
+    return c;
+}
+
+// The threshold path exists: the search wants a window [B, CAP] at least
+// twice as wide as B, and sd_bound's scratch (SD_BINS = 256 ints and L
+// floats) must fit the 8 bytes an element of scratch (CAP >= THREADS: a
+// bin a thread there).  src/kernel_build_ddtree.c applies the same rule.
+__host__ __device__ constexpr bool
+fast_at(int ks)
+{
+    return cap_at(ks) >= 2 * (N_MAX - 1) && cap_at(ks) >= THREADS &&
+           (SD_BINS + L) * 4 <= 8 * cap_at(ks) && N_MAX - 1 > LOOP_MAX_B;
+}
+
+__host__ __device__ constexpr int
+pick_ks()
+{
+    if (fast_at(K))
+        return K;
+    int ks = 1;
+    while (2 * ks < K)
+        ks *= 2;
+    for (; ks >= KS_MIN; ks /= 2)
+        if (fast_at(ks))
+            return ks;
+    return K;
+}
+
+constexpr int KS = pick_ks();
+constexpr unsigned OFF_NODE = KDT_PAD16(4u * L * KS);
+constexpr unsigned OFF_SHORT = OFF_NODE + KDT_PAD16(4u * N_MAX);
+constexpr unsigned OFF_REGION = OFF_SHORT + KDT_PAD16(12u * N_MAX);
+constexpr int CAP = cap_at(KS);
+constexpr bool FAST = fast_at(KS);
+static_assert(OFF_REGION == region_at(KS), "one layout");
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
 constexpr unsigned REGION_BYTES =
     FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES;
@@ -160,6 +194,22 @@ __device__ __forceinline__ float
 canon(float x)
 {
     return x != x ? neg_inf() : x;
+}
+
+// The request's log-probs, NaN -> -inf: rank k of depth d's row (d, k
+// from 0).  The first KS ranks of each row are in shared memory; the rest
+// (KS < K only) are read from global memory, canonicalised the same way.
+struct lp_rows {
+    const float *s; // shared: L rows of KS
+    const float *g; // global: L rows of K, as the caller gave them
+};
+
+__device__ __forceinline__ float
+lp_at(const lp_rows &lp, int d, int k)
+{
+    if (KS == K || k < KS)
+        return lp.s[d * KS + k];
+    return canon(__ldg(lp.g + d * K + k));
 }
 
 // Order-preserving map of an f32 onto uint32; never 0 for a real score
@@ -353,33 +403,33 @@ block_scan(int v, int &total, int *ws)
     return before + x - v;
 }
 
-// How many ranks k of a sorted row extend a prefix of score s to a score
+// How many ranks k of depth d's sorted row extend a prefix of score s to a score
 // >= T: the loop's own f32 addition s + row[k], which never increases with
 // k.  (NaN cannot come out: no +inf on this path; -inf >= T is false.)
 // Most prefixes extend by few ranks: ranks 0..3 are tested with four
 // independent loads, then it gallops (probes 7, 15, 31, ..) before the
 // binary search: about 2 log2(count) loads rather than log2(K).
 __device__ __forceinline__ int
-count_ge(const float *row, float s, float T)
+count_ge(const lp_rows &lp, int d, float s, float T)
 {
     constexpr int F = K < 4 ? K : 4;
     float f[F];
 #pragma unroll
     for (int k = 0; k < F; k++)
-        f[k] = row[k];
+        f[k] = lp_at(lp, d, k);
 #pragma unroll
     for (int k = 0; k < F; k++)
         if (!(s + f[k] >= T))
             return k;
     int lo = F, b = 2 * F; // ranks < lo reach T
-    while (b <= K && s + row[b - 1] >= T) {
+    while (b <= K && s + lp_at(lp, d, b - 1) >= T) {
         lo = b;
         b <<= 1;
     }
     int hi = b <= K ? b - 1 : K; // rank hi does not (or is K)
     while (lo < hi) {
         const int mid = (lo + hi) >> 1;
-        if (s + row[mid] >= T)
+        if (s + lp_at(lp, d, mid) >= T)
             lo = mid + 1;
         else
             hi = mid;
@@ -392,14 +442,14 @@ count_ge(const float *row, float s, float T)
 // rank), and n returned -- or, when they would pass CAP, some number > CAP
 // and e holds nothing usable.  Block-wide; T uniform.
 __device__ int
-enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
+enumerate(float T, int Lr, const lp_rows &lp, const elems e, int *ws)
 {
     const int tid = threadIdx.x;
-    const int c1 = count_ge(lps, 0.0f, T);
+    const int c1 = count_ge(lp, 0, 0.0f, T);
     if (c1 > CAP)
         return c1;
     for (int j = tid; j < c1; j += THREADS) {
-        e.score[j] = canon(0.0f + lps[j]);
+        e.score[j] = canon(0.0f + lp_at(lp, 0, j));
         e.par[j] = -1;
         e.rank[j] = (short)j;
         e.dep[j] = 1;
@@ -408,12 +458,11 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
     int ps = 0, pe = c1;
     for (int d = 2; d <= Lr && pe > ps; d++) {
         __syncthreads(); // level d-1 is written
-        const float *row = lps + (d - 1) * K;
         const int n = pe - ps, chunk = (n + THREADS - 1) / THREADS;
         const int b0 = imin(ps + tid * chunk, pe), b1 = imin(b0 + chunk, pe);
         int sum = 0;
         for (int q = b0; q < b1; q++) {
-            const int c = count_ge(row, e.score[q], T);
+            const int c = count_ge(lp, d - 1, e.score[q], T);
             e.cnt[q] = (short)c;
             sum += c;
         }
@@ -437,7 +486,7 @@ enumerate(float T, int Lr, const float *lps, const elems e, int *ws)
             const int at = pe + j;
             const int l = e.par[at];
             const int k = at - e.coff[l];
-            e.score[at] = canon(e.score[l] + row[k]);
+            e.score[at] = canon(e.score[l] + lp_at(lp, d - 1, k));
             e.rank[at] = (short)k;
             e.dep[at] = (short)d;
             e.cnt[at] = 0;
@@ -478,7 +527,7 @@ elem_less(const elems e, int x, int y)
 // SD_SCALE.  Since those are B distinct prefixes, count(score >= T) >= B.
 // Block-wide; hist holds SD_BINS ints + L floats of scratch.
 __device__ float
-sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
+sd_bound(int B, int Lr, const lp_rows &lp, int *hist, int *ws)
 {
     static_assert(SD_BINS == THREADS, "one bin a thread in the scan");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -489,7 +538,7 @@ sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
         float sp = 0.0f; // score of (0, .., 0) at depth d
         for (int d = 0; d < Lr; d++) {
             spine[d] = sp;
-            sp = canon(sp + lps[d * K]);
+            sp = canon(sp + lp_at(lp, d, 0));
         }
     }
     __syncthreads();
@@ -501,7 +550,7 @@ sd_bound(int B, int Lr, const float *lps, int *hist, int *ws)
         int b = -1;
         if (i < total) {
             const int d = i / K;
-            const float v = canon(spine[d] + lps[i]);
+            const float v = canon(spine[d] + lp_at(lp, d, i - d * K));
             const float f = -v * SD_SCALE; // exact: a power of two
             if (f < (float)SD_BINS)
                 b = (int)f; // v <= 0, so f >= 0: truncation is floor
@@ -641,7 +690,7 @@ rank_top(int B, int n, float T, const elems e, int *ws)
 // built nodes 1..B into the tree arrays (and node 0's links), false when
 // the loop must run instead (then it has written only the region).
 __device__ bool
-threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
+threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
                short *parent, short *rank, short *depth, short *first_child,
                short *next_sibling, int *ws)
 {
@@ -650,7 +699,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
 
     // A lower bound: the single-deviation prefixes (sd_bound), in the
     // elements' scratch (unused until rank_top).
-    float lo = sd_bound(B, Lr, lps, reinterpret_cast<int *>(e.key), ws);
+    float lo = sd_bound(B, Lr, lp, reinterpret_cast<int *>(e.key), ws);
     int lo_state = lo > -FMAX ? 1 : 0; // 0 none, 1 count >= B known,
                                        // 2 count > CAP seen
     // The search keeps lo (count >= B, or > CAP when lo_state is 2) below
@@ -702,7 +751,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
         }
         if (!(T >= lo && T < hi) || (lo_state == 2 && !(T > lo)))
             break; // lo and hi adjacent: ties beyond CAP
-        const int c = enumerate(T, Lr, lps, e, ws);
+        const int c = enumerate(T, Lr, lp, e, ws);
         KDT_BD_PHASE(4 + (rounds < 5 ? rounds : 5));
         if (c > CAP) {
             lo = T;
@@ -775,7 +824,7 @@ threshold_path(int B, int Lr, const float *lps, const elems e, float *nsc,
 // loop, the other warps write the rows that are padding in any case.
 __device__ void
 loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
-          int past, long long o, const float *lps, float *node_score,
+          int past, long long o, const lp_rows &lp, float *node_score,
           float *slot_score, float *slot_next_lp, float *slot_child_lp,
           int *slot_dk, short *parent, short *rank, short *depth,
           short *first_child, short *next_sibling, short *last_child,
@@ -808,12 +857,12 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
         unsigned bkey = 0u; // this lane's best slot key (0: none)
         int bslot = -1;
         if (B > 0) { // slot 0: the candidate (1, 0, root)
-            const float sc = canon(0.0f + lps[0]);
+            const float sc = canon(0.0f + lp_at(lp, 0, 0));
             if (lane == 0) {
                 slot_dk[0] = 1 << 16;
                 slot_score[0] = sc;
-                slot_next_lp[0] = K > 1 ? lps[1] : 0.0f;
-                slot_child_lp[0] = L > 1 ? lps[K] : 0.0f;
+                slot_next_lp[0] = K > 1 ? lp_at(lp, 0, 1) : 0.0f;
+                slot_child_lp[0] = L > 1 ? lp_at(lp, 1, 0) : 0.0f;
                 key[0] = bkey = score_key(sc);
                 bslot = 0;
             }
@@ -866,11 +915,11 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
                 last_child[s] = (short)n;
                 slot_dk[s] = dk + 1;
                 slot_score[s] = s_sc;
-                slot_next_lp[s] = k + 2 < K ? lps[(d - 1) * K + k + 2] : 0.0f;
+                slot_next_lp[s] = k + 2 < K ? lp_at(lp, d - 1, k + 2) : 0.0f;
                 slot_dk[n] = (d + 1) << 16;
                 slot_score[n] = n_sc;
-                slot_next_lp[n] = (d < L && K > 1) ? lps[d * K + 1] : 0.0f;
-                slot_child_lp[n] = d + 1 < L ? lps[(d + 1) * K] : 0.0f;
+                slot_next_lp[n] = (d < L && K > 1) ? lp_at(lp, d, 1) : 0.0f;
+                slot_child_lp[n] = d + 1 < L ? lp_at(lp, d + 1, 0) : 0.0f;
             }
             __syncwarp();
 
@@ -939,14 +988,18 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     const int past = p.past_len ? p.past_len[r] : 0;
 
     const float *lp_g = p.lp + (long long)r * L * K;
+    const lp_rows lp = {lps, lp_g};
     KDT_BD_PHASE(0);
-    if ((L * K) % 4 == 0 && (reinterpret_cast<unsigned long long>(lp_g) & 15u) == 0) {
-        // 16-byte loads, all of a thread's in flight at once
+    if (KS % 4 == 0 && K % 4 == 0 &&
+        (reinterpret_cast<unsigned long long>(lp_g) & 15u) == 0) {
+        // 16-byte loads (4 ranks of one row), all of a thread's in flight
+        // at once
         const uint4 *g4 = reinterpret_cast<const uint4 *>(lp_g);
         uint4 *s4 = reinterpret_cast<uint4 *>(lps);
 #pragma unroll 4
-        for (int i = tid; i < L * K / 4; i += THREADS) {
-            const uint4 v = g4[i];
+        for (int i = tid; i < L * KS / 4; i += THREADS) {
+            const int d = 4 * i / KS;
+            const uint4 v = g4[(d * K + 4 * i - d * KS) / 4];
             s4[i] = make_uint4(__float_as_uint(canon(__uint_as_float(v.x))),
                                __float_as_uint(canon(__uint_as_float(v.y))),
                                __float_as_uint(canon(__uint_as_float(v.z))),
@@ -954,8 +1007,8 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
         }
     } else {
 #pragma unroll 4
-        for (int i = tid; i < L * K; i += THREADS)
-            lps[i] = canon(lp_g[i]);
+        for (int i = tid; i < L * KS; i += THREADS)
+            lps[i] = canon(lp_g[i / KS * K + i % KS]);
     }
     if (tid == 0)
         s_bad = 0;
@@ -969,10 +1022,11 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
             // non-increasing and <= 0 (-inf included; NaN is -inf now).
             bool bad = false;
             for (int i = tid; i < Lr * K; i += THREADS) {
-                const float v = lps[i];
+                const int d = i / K, k = i - d * K;
+                const float v = lp_at(lp, d, k);
                 bad |= !(v <= 0.0f);
-                if ((i % K) + 1 < K)
-                    bad |= !(lps[i + 1] <= v);
+                if (k + 1 < K)
+                    bad |= !(lp_at(lp, d, k + 1) <= v);
             }
             if (bad)
                 s_bad = 1;
@@ -989,7 +1043,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
                     reinterpret_cast<short *>(rg + 18u * CAP),
                     reinterpret_cast<short *>(rg + 20u * CAP),
                     reinterpret_cast<short *>(rg + 22u * CAP)};
-                fast = threshold_path(B, Lr, lps, e, node_score, parent,
+                fast = threshold_path(B, Lr, lp, e, node_score, parent,
                                       rank, depth, first_child,
                                       next_sibling, s_ws);
             }
@@ -1009,7 +1063,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
         __syncthreads();
         KDT_BD_PHASE(14);
     } else {
-        loop_path(p, B, Lr, root, past, o, lps, node_score, slot_score,
+        loop_path(p, B, Lr, root, past, o, lp, node_score, slot_score,
                   slot_next_lp, slot_child_lp, slot_dk, parent, rank, depth,
                   first_child, next_sibling, last_child, &s_nodes);
     }

@@ -35,7 +35,7 @@ unit(void)
     return ((float)(rnd() & 0xffffff) + 0.5f) / 16777216.0f;
 }
 
-enum lp_kind { LP_REAL, LP_DYADIC, LP_ZERO, LP_WILD, LP_KINDS };
+enum lp_kind { LP_REAL, LP_DYADIC, LP_ZERO, LP_FLAT, LP_WILD, LP_KINDS };
 
 static int
 fdesc(const void *x, const void *y)
@@ -64,6 +64,11 @@ fill_request(float *lp, int32_t *ids, int L, int K, int kind)
             case LP_ZERO:
                 row[k] = 0.0f;
                 break;
+            case LP_FLAT: /* an unsure drafter: a big tree takes deep ranks
+                             (past the 512 that L = 15, K = 1024 keeps in
+                             shared memory) */
+                row[k] = -6.9f - 0.002f * (float)k - 0.3f * unit();
+                break;
             default: {
                 uint32_t c = rnd() % 24;
                 row[k] = c == 0   ? NAN
@@ -75,7 +80,7 @@ fill_request(float *lp, int32_t *ids, int L, int K, int kind)
             }
             }
         }
-        if (kind == LP_REAL || kind == LP_DYADIC)
+        if (kind == LP_REAL || kind == LP_DYADIC || kind == LP_FLAT)
             qsort(row, K, sizeof(float), fdesc);
     }
 }
@@ -261,6 +266,11 @@ START_TEST(edge_cases)
     ck_assert(run_case(4, 8, 4, 33, LP_DYADIC, 1, 1, 1, b));
     b[0] = 31; b[1] = 31; b[2] = 30; b[3] = 16;
     ck_assert(run_case(4, 8, 4, 32, LP_DYADIC, 1, 1, 1, b));
+    /* Ranks past those kept in shared memory (L = 15, K = 1024: 512 of a
+     * row): the threshold path, then the loop (B <= 16), read them. */
+    b[0] = 1024; b[1] = 700; b[2] = 16; b[3] = 1000;
+    ck_assert(run_case(4, 15, 1024, 1025, LP_FLAT, 1, 1, 1, b));
+    ck_assert(run_case(4, 15, 1024, 1025, LP_DYADIC, 0, 1, 1, b));
     /* Budgets outside 0..N_MAX-1 on the device are clamped. */
     b[0] = -5; b[1] = 1000; b[2] = 64; b[3] = 65;
     ck_assert(run_case(4, 15, 8, 65, LP_REAL, 0, 0, 1, b));
@@ -275,7 +285,7 @@ START_TEST(random_batches)
         {3, 15, 16, 129, 30},  {5, 4, 3, 40, 40},    {7, 1, 8, 9, 20},
         {6, 6, 1, 20, 20},     {2, 8, 8, 300, 20},   {3, 15, 256, 257, 10},
         {2, 15, 512, 513, 6},  {64, 15, 512, 513, 2}, {2, 8, 300, 1024, 3},
-        {2, 15, 1024, 1025, 4}, {1, 128, 128, 1025, 3},
+        {2, 15, 1024, 1025, 6}, {1, 128, 128, 1025, 3},
         {9, 3, 4, 1, 10},      {4, 2, 2, 33, 20}};
     int cases = 0;
     for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

@@ -18,7 +18,7 @@ static const char *const shapes[][2] = {
     {"draft_topk", "V=163840,K=16,DTYPE=bf16"},
     {"draft_topk", "V=1,K=1,DTYPE=bf16"},
     {"draft_topk", "V=16777216,K=1024,DTYPE=bf16"},
-    {"build_ddtree", "L=15,K=1024,N_MAX=1025"},
+    {"build_ddtree", "L=15,K=1024,N_MAX=1025"}, /* threshold, 512 ranks kept */
     {"build_ddtree", "L=1,K=1,N_MAX=1"},
     {"build_ddtree", "L=128,K=128,N_MAX=513"},
     {"build_ddtree", "L=15,K=512,N_MAX=513"}, /* threshold path, CAP 2048 */

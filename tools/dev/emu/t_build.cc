@@ -34,7 +34,7 @@ static uint64_t rng = 0x853c49e6748fea9bull;
 static uint32_t rnd() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
 static float unit() { return ((float)(rnd() & 0xffffff) + 0.5f) / 16777216.0f; }
 static int fdesc(const void *x, const void *y) { float a = *(const float *)x, b = *(const float *)y; return (a < b) - (a > b); }
-enum { KINDS = 9 };
+enum { KINDS = 10 };
 static void fill(float *lp, int32_t *ids, int kind) {
     for (int d = 0; d < L; d++) {
         float *row = lp + d * K;
@@ -48,6 +48,7 @@ static void fill(float *lp, int32_t *ids, int kind) {
             case 8: row[k] = -(float)(1 + rnd() % 24) / 8.f; break; // dyadic < 0: ties the threshold path must order
             case 5: row[k] = logf(unit()) * 3.f; if (rnd() % 5 == 0) row[k] = -INFINITY; break;
             case 6: row[k] = -(float)(rnd() % 64) / 16.f; break;
+            case 9: row[k] = -6.9f - 0.002f * k - 0.3f * unit(); break; // nearly flat: big trees take deep ranks
             default: { uint32_t c = rnd() % 24; row[k] = c == 0 ? NAN : c == 1 ? -INFINITY : c == 2 ? INFINITY : c == 3 ? -0.f : c < 12 ? -(float)(rnd() % 6) / 4.f : (unit() - .7f) * 6.f; }
             }
         }
