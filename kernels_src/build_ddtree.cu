@@ -165,8 +165,12 @@ constexpr unsigned SMEM_BYTES = OFF_REGION + REGION_BYTES;
 // After the threshold path the region is free: the ancestor masks are
 // built there (a thread a row, odd row stride: no bank conflicts) and
 // copied out by consecutive threads, rather than each thread storing its
-// row's W words W*4 bytes apart from its neighbours' (a sector a word).
-constexpr bool STAGE_MASKS = FAST && 4u * N_MAX * W <= REGION_BYTES;
+// row's W words W*4 bytes apart from its neighbours' (a sector a word),
+// MASK_ROWS rows at a time (all of them up to N_MAX = 513; 372 of 1025).
+constexpr bool STAGE_MASKS = FAST;
+constexpr int MASK_ROWS =
+    REGION_BYTES / (4u * W) < (unsigned)N_MAX ? (int)(REGION_BYTES / (4u * W)) : N_MAX;
+static_assert(!STAGE_MASKS || MASK_ROWS >= THREADS / 8, "a useful chunk of rows");
 // Rounds of the threshold search before giving up (the loop takes over),
 // and its first threshold: above a typical tree's last score (a drafter's
 // trees of 64 to 1024 nodes end near -5 to -9), so the first round is
@@ -348,7 +352,7 @@ write_mask_row(unsigned *row, int i, const short *parent, bool walk)
 
 __device__ __forceinline__ void
 write_padding_row(const kdt_build_ddtree_params &p, long long o, int i,
-                  int root, int past, const short *parent, unsigned *mask)
+                  int root, int past, const short *parent, unsigned *mask_row)
 {
     p.token[o + i] = root;
     p.parent[o + i] = -1;
@@ -358,7 +362,38 @@ write_padding_row(const kdt_build_ddtree_params &p, long long o, int i,
     p.next_sibling[o + i] = -1;
     if (p.score)
         p.score[o + i] = neg_inf();
-    write_mask_row(mask + (long long)i * W, i, parent, false);
+    write_mask_row(mask_row, i, parent, false);
+}
+
+// The built tree, for writing its rows.
+struct tree_rows {
+    const short *parent, *rank, *depth, *first_child, *next_sibling;
+    const float *node_score;
+    const int *ids_g; // the request's ids
+    long long o;      // its first row
+    int n, root, past;
+};
+
+// Row i: the tree's node i, or padding; its mask into mrow.
+__device__ __forceinline__ void
+write_row(const kdt_build_ddtree_params &p, const tree_rows &t, int i,
+          unsigned *mrow)
+{
+    const long long o = t.o;
+    if (i < t.n) {
+        const int d = t.depth[i];
+        p.token[o + i] = i == 0 ? t.root : t.ids_g[(d - 1) * K + t.rank[i]];
+        p.parent[o + i] = t.parent[i];
+        p.depth[o + i] = d;
+        p.position[o + i] = t.past + d;
+        p.first_child[o + i] = t.first_child[i];
+        p.next_sibling[o + i] = t.next_sibling[i];
+        if (p.score)
+            p.score[o + i] = t.node_score[i];
+        write_mask_row(mrow, i, t.parent, true);
+    } else {
+        write_padding_row(p, o, i, t.root, t.past, t.parent, mrow);
+    }
 }
 
 // ---- the threshold path ---------------------------------------------
@@ -949,12 +984,14 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
     } else {
         // Rows past budget + 1 are padding whatever the loop builds.
         for (int i = B + 1 + tid - 32; i < N_MAX; i += THREADS - 32)
-            write_padding_row(p, o, i, root, past, parent, p.anc_mask + o * W);
+            write_padding_row(p, o, i, root, past, parent, p.anc_mask + (o + i) * W);
     }
     __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+// The 1: ptxas, left to choose, capped this kernel at 48-64 registers and
+// spilled (a block an SM is all the shapes need: one request a block).
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 kdt_build_ddtree(kdt_build_ddtree_params p)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -1021,12 +1058,30 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
             // Well-formed?  Every row the loop reads (d < Lr) sorted
             // non-increasing and <= 0 (-inf included; NaN is -inf now).
             bool bad = false;
-            for (int i = tid; i < Lr * K; i += THREADS) {
-                const int d = i / K, k = i - d * K;
-                const float v = lp_at(lp, d, k);
+            for (int i = tid; i < Lr * KS; i += THREADS) {
+                const int d = i / KS, k = i - d * KS;
+                const float v = lps[i];
                 bad |= !(v <= 0.0f);
                 if (k + 1 < K)
                     bad |= !(lp_at(lp, d, k + 1) <= v);
+            }
+            if constexpr (KS < K) {
+                // The ranks past KS, from global memory: 4 ranks and the
+                // next one a step, the steps unrolled so that a thread's
+                // loads are in flight together (L2 latency, not ~30 of it).
+                constexpr int Q = KS < K ? (K - KS + 3) / 4 : 1; // steps a row
+#pragma unroll 4
+                for (int t = tid; t < Lr * Q; t += THREADS) {
+                    const int d = t / Q, k0 = KS + 4 * (t - d * Q);
+                    float v[5];
+#pragma unroll
+                    for (int j = 0; j < 5; j++)
+                        v[j] = k0 + j < K ? lp_at(lp, d, k0 + j) : neg_inf();
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        if (k0 + j < K)
+                            bad |= !(v[j] <= 0.0f) || !(v[j + 1] <= v[j]);
+                }
             }
             if (bad)
                 s_bad = 1;
@@ -1051,16 +1106,9 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     }
     if (fast) {
         KDT_BD_PHASE(13);
-        if (STAGE_MASKS)
-            __syncthreads(); // the region's elements are read
         if (tid == 0)
             s_nodes = B + 1;
-        unsigned *masks = STAGE_MASKS
-                              ? reinterpret_cast<unsigned *>(smem + OFF_REGION)
-                              : p.anc_mask + o * W;
-        for (int i = B + 1 + tid; i < N_MAX; i += THREADS)
-            write_padding_row(p, o, i, root, past, parent, masks);
-        __syncthreads();
+        __syncthreads(); // the region's elements are read; s_nodes is set
         KDT_BD_PHASE(14);
     } else {
         loop_path(p, B, Lr, root, past, o, lp, node_score, slot_score,
@@ -1070,33 +1118,29 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
 
     const int n = s_nodes;
     const int *ids_g = p.ids + (long long)r * L * K;
-    const bool staged = STAGE_MASKS && fast;
-    unsigned *masks = staged ? reinterpret_cast<unsigned *>(smem + OFF_REGION)
-                             : p.anc_mask + o * W;
     if (tid == 0)
         p.n_nodes[r] = n;
-    for (int i = tid; i <= B; i += THREADS) {
-        if (i < n) {
-            const int d = depth[i];
-            p.token[o + i] = i == 0 ? root : ids_g[(d - 1) * K + rank[i]];
-            p.parent[o + i] = parent[i];
-            p.depth[o + i] = d;
-            p.position[o + i] = past + d;
-            p.first_child[o + i] = first_child[i];
-            p.next_sibling[o + i] = next_sibling[i];
-            if (p.score)
-                p.score[o + i] = node_score[i];
-            write_mask_row(masks + (long long)i * W, i, parent, true);
-        } else {
-            write_padding_row(p, o, i, root, past, parent, masks);
-        }
-    }
-    if (staged) {
-        __syncthreads();
+    const tree_rows t = {parent, rank, depth, first_child, next_sibling,
+                         node_score, ids_g, o, n, root, past};
+    if (STAGE_MASKS && fast) {
+        // Every row (past B too: the loop path's other warps wrote those),
+        // MASK_ROWS at a time through the region.
+        unsigned *stage = reinterpret_cast<unsigned *>(smem + OFF_REGION);
         unsigned *g = p.anc_mask + o * W;
+        for (int c0 = 0; c0 < N_MAX; c0 += MASK_ROWS) {
+            const int c1 = imin(c0 + MASK_ROWS, N_MAX);
+            for (int i = c0 + tid; i < c1; i += THREADS)
+                write_row(p, t, i, stage + (i - c0) * W);
+            __syncthreads();
 #pragma unroll 4
-        for (int i = tid; i < N_MAX * W; i += THREADS)
-            g[i] = masks[i];
+            for (int w = tid; w < (c1 - c0) * W; w += THREADS)
+                g[(long long)c0 * W + w] = stage[w];
+            if (c1 < N_MAX)
+                __syncthreads(); // the chunk is copied out
+        }
+    } else {
+        for (int i = tid; i <= B; i += THREADS)
+            write_row(p, t, i, p.anc_mask + (o + i) * W);
     }
     KDT_BD_PHASE(15);
 }
