@@ -170,7 +170,8 @@ constexpr unsigned SMEM_BYTES = OFF_REGION + REGION_BYTES;
 constexpr bool STAGE_MASKS = FAST;
 constexpr int MASK_ROWS =
     REGION_BYTES / (4u * W) < (unsigned)N_MAX ? (int)(REGION_BYTES / (4u * W)) : N_MAX;
-static_assert(!STAGE_MASKS || MASK_ROWS >= THREADS / 8, "a useful chunk of rows");
+static_assert(!STAGE_MASKS || MASK_ROWS >= 32 || MASK_ROWS == N_MAX,
+              "a useful chunk of rows");
 // Rounds of the threshold search before giving up (the loop takes over),
 // and its first threshold: above a typical tree's last score (a drafter's
 // trees of 64 to 1024 nodes end near -5 to -9), so the first round is
@@ -1027,20 +1028,31 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     const float *lp_g = p.lp + (long long)r * L * K;
     const lp_rows lp = {lps, lp_g};
     KDT_BD_PHASE(0);
-    if (KS % 4 == 0 && K % 4 == 0 &&
-        (reinterpret_cast<unsigned long long>(lp_g) & 15u) == 0) {
+    // Ranks past KS (KS < K) are checked for the threshold path here, as
+    // they stream by (tail_bad): rows d < Lr sorted non-increasing, <= 0.
+    bool tail_bad = false;
+    const bool vec = KS % 4 == 0 && K % 4 == 0 &&
+                     (reinterpret_cast<unsigned long long>(lp_g) & 15u) == 0;
+    if (vec) {
         // 16-byte loads (4 ranks of one row), all of a thread's in flight
         // at once
         const uint4 *g4 = reinterpret_cast<const uint4 *>(lp_g);
         uint4 *s4 = reinterpret_cast<uint4 *>(lps);
 #pragma unroll 4
-        for (int i = tid; i < L * KS / 4; i += THREADS) {
-            const int d = 4 * i / KS;
-            const uint4 v = g4[(d * K + 4 * i - d * KS) / 4];
-            s4[i] = make_uint4(__float_as_uint(canon(__uint_as_float(v.x))),
-                               __float_as_uint(canon(__uint_as_float(v.y))),
-                               __float_as_uint(canon(__uint_as_float(v.z))),
-                               __float_as_uint(canon(__uint_as_float(v.w))));
+        for (int i = tid; i < L * K / 4; i += THREADS) {
+            const int d = 4 * i / K, k = 4 * i - d * K;
+            const uint4 v = g4[i];
+            const float x0 = canon(__uint_as_float(v.x)), x1 = canon(__uint_as_float(v.y));
+            const float x2 = canon(__uint_as_float(v.z)), x3 = canon(__uint_as_float(v.w));
+            if (KS == K || k < KS) {
+                s4[(d * KS + k) / 4] = make_uint4(__float_as_uint(x0), __float_as_uint(x1),
+                                                  __float_as_uint(x2), __float_as_uint(x3));
+            } else if (d < Lr) {
+                // the next rank: the neighbour's load, from L1 or L2
+                const float x4 = k + 4 < K ? canon(__ldg(lp_g + d * K + k + 4)) : x3;
+                tail_bad |= !(x0 <= 0.0f) || !(x1 <= x0) || !(x2 <= x1) ||
+                            !(x3 <= x2) || !(x4 <= x3);
+            }
         }
     } else {
 #pragma unroll 4
@@ -1065,24 +1077,16 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
                 if (k + 1 < K)
                     bad |= !(lp_at(lp, d, k + 1) <= v);
             }
-            if constexpr (KS < K) {
-                // The ranks past KS, from global memory: 4 ranks and the
-                // next one a step, the steps unrolled so that a thread's
-                // loads are in flight together (L2 latency, not ~30 of it).
-                constexpr int Q = KS < K ? (K - KS + 3) / 4 : 1; // steps a row
-#pragma unroll 4
-                for (int t = tid; t < Lr * Q; t += THREADS) {
-                    const int d = t / Q, k0 = KS + 4 * (t - d * Q);
-                    float v[5];
-#pragma unroll
-                    for (int j = 0; j < 5; j++)
-                        v[j] = k0 + j < K ? lp_at(lp, d, k0 + j) : neg_inf();
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        if (k0 + j < K)
-                            bad |= !(v[j] <= 0.0f) || !(v[j + 1] <= v[j]);
+            bad |= tail_bad;
+            constexpr int KT = KS < K ? K - KS : 1; // ranks past KS a row
+            if (KS < K && !vec) // those ranks, from global memory
+                for (int i = tid; i < Lr * KT; i += THREADS) {
+                    const int d = i / KT, k = KS + i - d * KT;
+                    const float v = lp_at(lp, d, k);
+                    bad |= !(v <= 0.0f);
+                    if (k + 1 < K)
+                        bad |= !(lp_at(lp, d, k + 1) <= v);
                 }
-            }
             if (bad)
                 s_bad = 1;
             __syncthreads();
