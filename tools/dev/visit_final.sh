@@ -6,7 +6,8 @@
 #           baseline, python/examples/ddtree_round.py
 #   PART=2  compute-sanitizer racecheck and memcheck on single launches of
 #           draft_topk (a cluster of 8; one block a row) and build_ddtree
-#           (loop path B = 16; threshold path B = 64 and 512), memcheck on
+#           (loop path B = 16; threshold path B = 64, 512 and 1024, the
+#           last with 512 ranks a row in shared memory), memcheck on
 #           gpu_build_ddtree's suite
 # Output under $OUT.
 top=$(pwd)
@@ -35,6 +36,8 @@ racecheck build 64 1 zipf
 racecheck build 512 1 zipf
 racecheck build 512 1 randn
 memcheck build 512 64 zipf
+racecheck build 1024 1 zipf
+memcheck build 1024 8 randn
 CASES
 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./tests/gpu_build_ddtree >"$OUT/san-memcheck-build.log" 2>&1
 echo "memcheck gpu_build_ddtree: exit $? $(grep -E 'ERROR SUMMARY|Checks:' "$OUT/san-memcheck-build.log" | tr '\n' ' ')" | tee -a "$OUT/sanitizer.txt"
