@@ -106,6 +106,13 @@ constexpr int KS_MIN = 64;
 constexpr int SD_BINS = 256;
 constexpr float SD_SCALE = 16.0f;
 constexpr float SD_SHIFT = 0.5f;
+// A window [B, CAP] narrower than 4 B (B = 1024 in 2048 elements) wants a
+// count nearer B, so round 1 aims SD_NARROW ln(4 B / CAP) higher still.
+// On the bench's B = 1024 requests (host emulator, 10 of them; CAP = 2 B)
+// a first shift of 0.5, 1.0, 1.5, 2.0 and 3.0 took 3.4, 2.7, 2.0, 1.7 and
+// 1.8 rounds (72, 68, 63, 64 and 71 barriers); 1.5 = 0.5 + 1.44 ln 2.
+// B = 64 and 512 (CAP >= 4 B) are unchanged.
+constexpr float SD_NARROW = 1.44f;
 
 // Where the region starts when ks ranks of each row are kept.
 __host__ __device__ constexpr unsigned
@@ -739,7 +746,8 @@ threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
     int lo_state = lo > -FMAX ? 1 : 0; // 0 none, 1 count >= B known,
                                        // 2 count > CAP seen
     // The search keeps lo (count >= B, or > CAP when lo_state is 2) below
-    // hi (count < B).  Round 1 is SD_SHIFT above the single-deviation
+    // hi (count < B).  Round 1 is SD_SHIFT (more in a narrow window: see
+    // SD_NARROW) above the single-deviation
     // bound (or START_T without one); after an undershoot it takes Newton
     // steps on log(count) from hi, with the slope measured on the prefixes
     // that hi's enumeration holds (counts grow about exponentially as T
@@ -756,7 +764,9 @@ threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
     for (; rounds < MAX_ROUNDS; rounds++) {
         float T;
         if (rounds == 0) {
-            T = lo_state == 1 ? fminf(lo + SD_SHIFT, 0.0f) : START_T;
+            const float narrow = fmaxf(logf(4.0f * (float)B / (float)CAP), 0.0f);
+            T = lo_state == 1 ? fminf(lo + SD_SHIFT + SD_NARROW * narrow, 0.0f)
+                              : START_T;
         } else if (!hi_seen) {
             // only overshoots so far: up by the log of the excess (counts
             // grow about e-fold a nat near a tree's last score), or
