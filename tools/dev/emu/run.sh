@@ -29,12 +29,12 @@ for s in "1000 8 1" "1000 300 0" "20000 64 1" "4097 1024 0" "8193 1 1" "7 7 1" \
     build t_topk.cc t -DKDT_V=$1 -DKDT_K=$2 -DKDT_DTYPE=$3 && "$tmp/t" || fail=1
 done
 # build_ddtree: both paths (the threshold path needs N_MAX - 1 > 16):
-# L K N_MAX iterations; L = 1 and K = 1 included.
-# 1024 threads where N_MAX > 256 and the threshold path exists (300, 513,
-# 1024); N_MAX = 1025 never has it (the loop, 256 threads).
+# L K N_MAX iterations; L = 1 and K = 1 included.  15 1024 1025 keeps the
+# first 512 ranks of each row in shared memory (KS < K) and reads the rest
+# from global memory.
 for s in "15 64 65 12" "4 3 40 20" "1 8 9 10" "6 1 20 10" "3 2 1 5" \
     "1 64 100 10" "30 1 40 10" "15 16 200 10" "5 40 300 8" "15 512 513 4" \
-    "8 300 1024 2" "4 1024 1025 2"; do
+    "8 300 1024 2" "4 1024 1025 2" "15 1024 1025 2"; do
     set -- $s
     build t_build.cc t -DKDT_L=$1 -DKDT_K=$2 -DKDT_N_MAX=$3 -DITERS=$4 && "$tmp/t" || fail=1
 done
