@@ -419,6 +419,22 @@ raise_lb(topk_smem &sm, int kc)
         atomicExch(&sm.thr, thr_of(b));
 }
 
+// Warp 0: find_bin over sm.hist into sm.sel (bin, above, at).  The block
+// reads sel after its next barrier.
+__device__ __forceinline__ void
+select_bin(topk_smem &sm, int top, int lo, unsigned need)
+{
+    if ((threadIdx.x >> 5) != 0)
+        return;
+    unsigned above = 0, at = 0;
+    const int b = find_bin(sm.hist, top, lo, need, &above, &at);
+    if ((threadIdx.x & 31) == 0) {
+        sm.sel[0] = b;
+        sm.sel[1] = (int)above;
+        sm.sel[2] = (int)at;
+    }
+}
+
 // Lazy reference (natural-log units): a thread's exp-sum is kept relative
 // to a reference r, a logit it has seen, and r moves only when a slot's
 // maximum exceeds r + LAZY, so the common slot compares its maximum with
@@ -687,6 +703,23 @@ rescaled(float ref, float sum, float M)
     return ref == neg_inf() ? 0.0f : sum * ex2((ref - M) * L2E);
 }
 
+// One (reference, sum) pair a lane of a warp, and x a lane: *M gets the
+// warp's largest x (a reference's upper bound, the max), the return the
+// pairs' sum moved to it.  Every lane gets the same, in the same order.
+__device__ __forceinline__ float
+warp_pairs_sum(float ref, float sum, float x, float *M)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    float T = rescaled(ref, sum, x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        T += __shfl_xor_sync(0xffffffffu, T, o);
+    *M = x;
+    return T;
+}
+
 // The RB bits of key c below its digit.
 __device__ __forceinline__ int
 sub_digit(u64 c)
@@ -878,7 +911,6 @@ kdt_draft_topk(kdt_draft_topk_params p)
     }
 
     // This chunk's (max, sum): combine the threads' (max, sum).
-    const float L2E = 1.4426950408889634f;
     {
         float m = st.run_m, s = st.run_s;
 #pragma unroll
@@ -886,8 +918,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
             const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
             const float mm = fmaxf(m, m2);
-            s = (m == neg_inf() ? 0.0f : s * ex2((m - mm) * L2E)) +
-                (m2 == neg_inf() ? 0.0f : s2 * ex2((m2 - mm) * L2E));
+            s = rescaled(m, s, mm) + rescaled(m2, s2, mm);
             m = mm;
         }
         if (lane == 0) {
@@ -904,14 +935,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
     if (warp == WARPS - 1) {
         const float m = lane < WARPS ? sm.red_m[lane] : neg_inf();
         const float t = lane < WARPS ? sm.red_s[lane] : 0.0f;
-        float M = m;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float T = m == neg_inf() ? 0.0f : t * ex2((m - M) * L2E);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            T += __shfl_xor_sync(0xffffffffu, T, o);
+        float M;
+        const float T = warp_pairs_sum(m, t, m, &M);
         if (lane == 0) {
             sm.part_m = M;
             sm.part_s = T;
@@ -1021,15 +1046,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
         // tb is exact: every logit of digit >= lb (and tb >= lb) was
         // counted.
-        if (warp == 0) {
-            unsigned above = 0, at = 0;
-            int b = find_bin(sm.hist, sm.maxd, sm.lb, (unsigned)kc, &above, &at);
-            if (lane == 0) {
-                sm.sel[0] = b;
-                sm.sel[1] = (int)above;
-                sm.sel[2] = (int)at;
-            }
-        }
+        select_bin(sm, sm.maxd, sm.lb, (unsigned)kc);
         __syncthreads();
 #ifdef KDT_EMU_TRACE
         if (tid == 0)
@@ -1091,15 +1108,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
                     }
             });
             __syncthreads();
-            if (warp == 0) {
-                unsigned above = 0, at = 0;
-                int b = find_bin(sm.hist, (1 << d) - 1, 0, (unsigned)need, &above, &at);
-                if (lane == 0) {
-                    sm.sel[0] = b;
-                    sm.sel[1] = (int)above;
-                    sm.sel[2] = (int)at;
-                }
-            }
+            select_bin(sm, (1 << d) - 1, 0, (unsigned)need);
             __syncthreads();
             prefix = (prefix << d) | (u64)sm.sel[0];
             bits += d;
@@ -1126,10 +1135,10 @@ kdt_draft_topk(kdt_draft_topk_params p)
     KDT_DT_PHASE(7);
     // Too many candidates for the rank sort, and more than twice KC (a
     // coarse bin, or a long chunk): narrow them in shared memory, no
-    // re-read.  tb and A (the
-    // keys above tb) come from the keys' digit histogram when buf holds
-    // the digits >= lb; then the E keys of digit tb are narrowed by their
-    // next RB bits (an RB-bit histogram), leaving ~KC keys to sort.
+    // re-read.  tb and A (the keys above tb) come from the keys' digit
+    // histogram when buf holds the digits >= lb; then the E keys of digit
+    // tb are narrowed by their next RB bits (an RB-bit histogram), leaving
+    // ~KC keys to sort.
     if (RB > 0 && from >= 0 && n > RANK_SORT_MAX && n > 2 * kc) { // uniform
         __syncthreads(); // the compaction's keys are in buf
         u64 v[PT];
@@ -1149,15 +1158,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
                 if (tid + THREADS * e < n)
                     atomicAdd(&sm.hist[(int)(v[e] >> DSHIFT)], 1u);
             __syncthreads();
-            if (warp == 0) {
-                unsigned above = 0, at = 0;
-                int b = find_bin(sm.hist, top, from, (unsigned)kc, &above, &at);
-                if (lane == 0) {
-                    sm.sel[0] = b;
-                    sm.sel[1] = (int)above;
-                    sm.sel[2] = (int)at;
-                }
-            }
+            select_bin(sm, top, from, (unsigned)kc);
         }
         __syncthreads(); // sel is final; the digit histogram is read
         const int tb = sm.sel[0], A = sm.sel[1];
@@ -1169,15 +1170,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             if (tid + THREADS * e < n && (int)(v[e] >> DSHIFT) == tb)
                 atomicAdd(&sm.hist[sub_digit(v[e])], 1u);
         __syncthreads();
-        if (warp == 0) {
-            unsigned above = 0, at = 0;
-            int b = find_bin(sm.hist, (1 << RB) - 1, 0, (unsigned)(kc - A), &above, &at);
-            if (lane == 0) {
-                sm.sel[0] = b;
-                sm.sel[1] = (int)above;
-                sm.sel[2] = (int)at;
-            }
-        }
+        select_bin(sm, (1 << RB) - 1, 0, (unsigned)(kc - A));
         __syncthreads();
         const int b2 = sm.sel[0];
         const int n2 = A + sm.sel[1] + sm.sel[2];
@@ -1301,14 +1294,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
             s = cluster_load_f32(cluster_map(&sm.part_s, j));
             first = key_logit(j == rank ? top[0] : cluster_load_u64(cluster_map(top, j)));
         }
-        float M = first;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float T = rescaled(m, s, M);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            T += __shfl_xor_sync(0xffffffffu, T, o);
+        float M;
+        const float T = warp_pairs_sum(m, s, first, &M);
         if (lane == 0) { // part_m and part_s are still being read
             sm.red_m[0] = M;
             sm.red_s[0] = logf(T);
