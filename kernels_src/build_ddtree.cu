@@ -128,32 +128,33 @@ cap_at(int ks)
 {
     int c = 0;
     for (int x = 32; x <= 16384 && x <= 16 * N_MAX; x *= 2)
-        if (region_at(ks) <= SMEM_LIMIT && region_at(ks) + ELEM_BYTES * x <= SMEM_LIMIT)
+        if (region_at(ks) + ELEM_BYTES * x <= SMEM_LIMIT)
             c = x;
     return c;
 }
 
-// The threshold path exists: the search wants a window [B, CAP] at least
-// twice as wide as B, and sd_bound's scratch (SD_BINS = 256 ints and L
-// floats) must fit the 8 bytes an element of scratch (CAP >= THREADS: a
-// bin a thread there).  src/kernel_build_ddtree.c applies the same rule.
+// The threshold path exists with cap elements: the search wants a window
+// [B, CAP] at least twice as wide as B, and sd_bound's scratch (SD_BINS =
+// 256 ints and L floats) must fit the 8 bytes an element of scratch (CAP
+// >= THREADS: a bin a thread there).  src/kernel_build_ddtree.c applies
+// the same rule.
 __host__ __device__ constexpr bool
-fast_at(int ks)
+fast_with(int cap)
 {
-    return cap_at(ks) >= 2 * (N_MAX - 1) && cap_at(ks) >= THREADS &&
-           (SD_BINS + L) * 4 <= 8 * cap_at(ks) && N_MAX - 1 > LOOP_MAX_B;
+    return cap >= 2 * (N_MAX - 1) && cap >= THREADS &&
+           (SD_BINS + L) * 4 <= 8 * cap && N_MAX - 1 > LOOP_MAX_B;
 }
 
 __host__ __device__ constexpr int
 pick_ks()
 {
-    if (fast_at(K))
+    if (fast_with(cap_at(K)))
         return K;
     int ks = 1;
     while (2 * ks < K)
         ks *= 2;
     for (; ks >= KS_MIN; ks /= 2)
-        if (fast_at(ks))
+        if (fast_with(cap_at(ks)))
             return ks;
     return K;
 }
@@ -163,7 +164,7 @@ constexpr unsigned OFF_NODE = KDT_PAD16(4u * L * KS);
 constexpr unsigned OFF_SHORT = OFF_NODE + KDT_PAD16(4u * N_MAX);
 constexpr unsigned OFF_REGION = OFF_SHORT + KDT_PAD16(12u * N_MAX);
 constexpr int CAP = cap_at(KS);
-constexpr bool FAST = fast_at(KS);
+constexpr bool FAST = fast_with(CAP);
 static_assert(OFF_REGION == region_at(KS), "one layout");
 constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
 constexpr unsigned REGION_BYTES =

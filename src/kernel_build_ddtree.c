@@ -50,12 +50,12 @@ bd_cap(int64_t L, int64_t ks, int64_t n_max)
     return cap;
 }
 
-/* The kernel's fast_at: a window [B, CAP] twice as wide as B, a bin a
- * thread for sd_bound (256 ints and L floats in the 8-byte keys). */
+/* The kernel's fast_with: the threshold path exists with cap elements (a
+ * window [B, CAP] twice as wide as B, a bin a thread for sd_bound: 256
+ * ints and L floats in the 8-byte keys). */
 static int
-bd_fast(int64_t L, int64_t ks, int64_t n_max)
+bd_fast(int64_t L, int64_t n_max, int64_t cap)
 {
-    int64_t cap = bd_cap(L, ks, n_max);
     return cap >= 2 * (n_max - 1) && cap >= BD_THREADS &&
            (256 + L) * 4 <= 8 * cap && n_max - 1 > BD_LOOP_MAX_B;
 }
@@ -65,13 +65,13 @@ bd_fast(int64_t L, int64_t ks, int64_t n_max)
 static int64_t
 bd_ks(int64_t L, int64_t K, int64_t n_max)
 {
-    if (bd_fast(L, K, n_max))
+    if (bd_fast(L, n_max, bd_cap(L, K, n_max)))
         return K;
     int64_t ks = 1;
     while (2 * ks < K)
         ks *= 2;
     for (; ks >= BD_KS_MIN; ks /= 2)
-        if (bd_fast(L, ks, n_max))
+        if (bd_fast(L, n_max, bd_cap(L, ks, n_max)))
             return ks;
     return K;
 }
@@ -79,10 +79,10 @@ bd_ks(int64_t L, int64_t K, int64_t n_max)
 static unsigned
 bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
 {
-    int64_t ks = bd_ks(L, K, n_max);
+    int64_t ks = bd_ks(L, K, n_max), cap = bd_cap(L, ks, n_max);
     int64_t loop = 16 * n_max, fast = 0;
-    if (bd_fast(L, ks, n_max))
-        fast = bd_cap(L, ks, n_max) * BD_ELEM_BYTES;
+    if (bd_fast(L, n_max, cap))
+        fast = cap * BD_ELEM_BYTES;
     return (unsigned)(bd_region(L, ks, n_max) + (fast > loop ? fast : loop));
 }
 
