@@ -23,7 +23,7 @@ __device__ long long g_phase[16];
 #include "build_ddtree.cu"
 #include "../bench_ddtree_input.h"
 
-#include "cuda_check.h"
+#include "dev_cuda.h"
 
 int
 main(int argc, char **argv)
@@ -90,25 +90,12 @@ main(int argc, char **argv)
                     prev = h[i];
                 }
         }
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> t;
-        for (int rep = 0; rep < 15; rep++) {
-            CK(cudaEventRecord(e0));
-            for (int i = 0; i < 50; i++)
-                kdt_build_ddtree<<<1, THREADS, SMEM_BYTES>>>(p);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms * 1000.0f / 50);
-        }
-        std::sort(t.begin(), t.end());
+        const float us = median_us(
+            [&] { kdt_build_ddtree<<<1, THREADS, SMEM_BYTES>>>(p); }, 15, 50);
         int n;
         CK(cudaMemcpy(&n, p.n_nodes, sizeof n, cudaMemcpyDeviceToHost));
         printf("request %d: B=%d n_nodes=%d, %.2f us per launch "
-               "(median of 15 x 50)\n", q, B, n, t[t.size() / 2]);
+               "(median of 15 x 50)\n", q, B, n, us);
         long long tot = 0;
         for (int i = 1; i < 16; i++) {
             if (d[i].empty())

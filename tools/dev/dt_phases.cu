@@ -33,7 +33,7 @@ __device__ unsigned long long g_ns[MAX_BLOCKS][16];
 #endif
 #include "draft_topk.cu"
 
-#include "cuda_check.h"
+#include "dev_cuda.h"
 
 static uint64_t
 rnd64(uint64_t *s)
@@ -105,25 +105,11 @@ main(int argc, char **argv)
                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     const int nb = rows * S;
 #ifdef NO_MARKS
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     for (int i = 0; i < 20; i++)
         launch(p, rows, S);
-    std::vector<float> t;
-    for (int rep = 0; rep < 21; rep++) {
-        CK(cudaEventRecord(e0));
-        for (int i = 0; i < 200; i++)
-            launch(p, rows, S);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1000.0f / 200);
-    }
-    std::sort(t.begin(), t.end());
+    const float us = median_us([&] { launch(p, rows, S); }, 21, 200);
     printf("rows %d S %d K %d dtype %d: %.2f us per launch (median of 21 x 200)\n",
-           rows, S, K, DTYPE, t[t.size() / 2]);
+           rows, S, K, DTYPE, us);
 #else
     static const char *names[16] = {
         "start", "loads+zero", "seeded", "pass 1", "chunk sum",
