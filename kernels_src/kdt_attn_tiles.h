@@ -41,6 +41,33 @@
 /* ring (also the Q staging area) + partial-S slots + P + alpha + row sums
  * (one line: the source embedder does not keep backslash continuations) */
 #define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_NBUF * (4 * KDT_ATTN_BM * KDT_ATTN_BN * 4 + KDT_ATTN_BM * 48 + KDT_ATTN_BM * 4) + KDT_ATTN_BM * 4)
+/* The sm_90a body (verify_attn_wgmma.cuh): Hopper's wgmma, two
+ * warpgroups, the whole 64-row Q tile and two 64-token KV tiles resident
+ * in shared memory: Q 73,728 + KV 2 x 73,728 + P 8,192 + alpha and l
+ * 512 + 1,024 of alignment slack = 230,912 B, under Hopper's 232,448-byte
+ * per-block limit.  KDT_ATTN_WGMMA is 1 exactly when NVRTC (or nvcc)
+ * compiles device code for sm_90a; the host reads both geometries and
+ * picks by the runtime's target. */
+#ifndef KDT_ATTN_WGMMA
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KDT_ATTN_WGMMA 1
+#else
+#define KDT_ATTN_WGMMA 0
+#endif
+#endif
+#define KDT_ATTN_WG_BM 64
+#define KDT_ATTN_WG_BN 64
+#define KDT_ATTN_WG_THREADS 256
+#define KDT_ATTN_WG_SMEM (KDT_ATTN_WG_BM * KDT_ATTN_D_QK * 2 + 2 * KDT_ATTN_WG_BN * KDT_ATTN_D_QK * 2 + KDT_ATTN_WG_BM * KDT_ATTN_WG_BN * 2 + 2 * KDT_ATTN_WG_BM * 4 + 1024)
+/* V's descriptor (MN-major, 128-byte swizzle): the leading offset steps
+ * 64 V columns (one 64-column block of a KV tile), the stride offset 8
+ * tokens. */
+#ifndef KDT_ATTN_WG_V_LBO
+#define KDT_ATTN_WG_V_LBO (KDT_ATTN_WG_BN * 128)
+#endif
+#ifndef KDT_ATTN_WG_V_SBO
+#define KDT_ATTN_WG_V_SBO 1024
+#endif
 /* The merge kernel: one warp per output row. */
 #define KDT_ATTN_MERGE_THREADS 128
 #define KDT_ATTN_MAX_SPLITS 64

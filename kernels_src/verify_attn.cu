@@ -65,6 +65,9 @@ constexpr int W = (N_MAX + 31) / 32;          /* mask words per row */
 constexpr int ROWS = N_MAX * H;               /* folded rows per request */
 constexpr int D_QK = KDT_ATTN_D_QK;
 constexpr int D_V = KDT_ATTN_D_V;
+#if KDT_ATTN_WGMMA
+#include "verify_attn_wgmma.cuh"
+#else
 constexpr int BM = KDT_ATTN_BM;
 constexpr int BN = KDT_ATTN_BN;
 constexpr int NSTAGE = KDT_ATTN_NSTAGE;
@@ -527,6 +530,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         }
     }
 }
+
+#endif /* KDT_ATTN_WGMMA */
 
 /*
  * Merge of the KV splits: one warp per folded row.  Split s holds the

@@ -23,8 +23,9 @@ const char *kdt_nvrtc_version(const kdt_nvrtc *n);
 
 /* Chooses the target for a device of compute capability major.minor: a
  * cubin for sm_XY when NVRTC supports XY, else PTX for the highest
- * compute_XY it supports that is not above the device's.  Writes "sm_90" or
- * "compute_89" into `target` and the payload kind into *kind.  Fails with
+ * compute_XY it supports that is not above the device's (sm_90a, not
+ * sm_90, on Hopper).  Writes "sm_90a", "sm_120" or "compute_89" into
+ * `target` and the payload kind into *kind.  Fails with
  * KDTREE_ERROR_ARCH when nothing fits. */
 int kdt_nvrtc_pick_target(const kdt_nvrtc *n, int major, int minor,
                           char *target, size_t target_size, int *kind);

@@ -158,7 +158,8 @@ int32_t kdtree_runtime_create(kdtree_runtime **out, int32_t device);
 /* Unloads every module and releases the primary context.  NULL is fine.
  * No launch may be in flight on another thread. */
 void kdtree_runtime_destroy(kdtree_runtime *rt);
-/* The device's architecture as the runtime targets it ("sm_90"). */
+/* The device's architecture as the runtime targets it ("sm_90a" on
+ * Hopper, "sm_120"). */
 const char *kdtree_runtime_arch(const kdtree_runtime *rt);
 /* The device ordinal the runtime was created for. */
 int32_t kdtree_runtime_device(const kdtree_runtime *rt);

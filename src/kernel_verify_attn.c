@@ -4,7 +4,8 @@
  * (specs/kernels.md §3).
  *
  * The kernel (kernels_src/verify_attn.cu) runs one block per (row tile of
- * 64 folded node*head rows, KV split, request).  The split count is chosen
+ * 64 folded node*head rows, KV split, request), with one of two bodies
+ * (va_geometry below).  The split count is chosen
  * here, on the host, from the shape and the device alone, never from the
  * device-side past_len, so that one workspace size serves every round of a
  * shape and the launch reads nothing back from the GPU.
@@ -13,6 +14,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "error.h"
 #include "kdt_attn_tiles.h"
@@ -27,6 +29,7 @@
 int kdt_verify_attn_splits_override;
 
 static const char *const va_headers[] = {"kdt_params.h", "kdt_attn_tiles.h",
+                                         "verify_attn_wgmma.cuh",
                                          "kdt_mma.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",
                                            "kdt_verify_attn_merge", NULL};
@@ -51,15 +54,43 @@ const kdt_kernel_def kdt_def_verify_attn = {
     .default_shape = "H=8,PAGE=64,N_MAX=65",
 };
 
-/* Blocks of the attention kernel that one SM runs at a time: registers
- * allow 64 / BM; shared memory allows what the per-block opt-in limit says
- * (about one 95 KB block on sm_120's 99 KB, two under Hopper's 227 KB). */
-static int
-blocks_per_sm(const kdtree_runtime *rt)
+/*
+ * The two bodies of verify_attn.cu and their launch geometry: the wgmma
+ * body wherever the runtime builds for sm_90a (Hopper), the mma.sync body
+ * elsewhere (sm_120 and the rest).  The choice follows the runtime's
+ * target, so the host and the compiled kernel always agree.
+ */
+typedef struct va_geom {
+    int bm, bn;      /* folded rows per block, tokens per KV tile */
+    int threads;
+    int smem;        /* dynamic shared memory per block */
+    int by_regs;     /* blocks an SM's registers hold */
+    int min_tiles;   /* KV tiles a split covers at least */
+} va_geom;
+
+static va_geom
+va_geometry(const kdtree_runtime *rt)
 {
-    int by_regs = 64 / KDT_ATTN_BM;
-    int by_smem = (rt->max_smem_optin + 1024) / (KDT_ATTN_SMEM + 1024);
-    int n = by_regs < by_smem ? by_regs : by_smem;
+    const char *target = rt->target[0] ? rt->target : rt->arch;
+    if (strcmp(target, "sm_90a") == 0)
+        /* at least 4 tiles (256 tokens) a split: each split reloads the
+         * 72 KB Q tile and writes a 128 KB partial O */
+        return (va_geom){KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, KDT_ATTN_WG_THREADS,
+                         KDT_ATTN_WG_SMEM, 1, 4};
+    /* at least 8 tiles (128 tokens) a split */
+    return (va_geom){KDT_ATTN_BM, KDT_ATTN_BN, KDT_ATTN_THREADS,
+                     KDT_ATTN_SMEM, 64 / KDT_ATTN_BM, 8};
+}
+
+/* Blocks of the attention kernel that one SM runs at a time: what the
+ * registers allow and what the per-block opt-in limit of shared memory
+ * says (one 95 KB mma.sync block on sm_120's 99 KB; one 225 KB wgmma
+ * block on Hopper's 227 KB). */
+static int
+blocks_per_sm(const kdtree_runtime *rt, const va_geom *g)
+{
+    int by_smem = (rt->max_smem_optin + 1024) / (g->smem + 1024);
+    int n = g->by_regs < by_smem ? g->by_regs : by_smem;
     return n > 0 ? n : 1;
 }
 
@@ -68,9 +99,9 @@ blocks_per_sm(const kdtree_runtime *rt)
  * base / (SMs x blocks per SM) of one wave; S splits make ceil(base * S /
  * slots) waves of 1/S the work each.  Take the fewest splits within 5% of
  * the best waves/S over 1..64 (each split costs a partial write and the
- * merge, so ties go to fewer), with at least 8 KV tiles (128 tokens) per
- * split at the cache's capacity.  Depends only on the arguments and the
- * device: a workspace sized once fits every round.
+ * merge, so ties go to fewer), with at least min_tiles KV tiles per split
+ * at the cache's capacity.  Depends only on the arguments and the device:
+ * a workspace sized once fits every round.
  */
 static int
 va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
@@ -78,12 +109,12 @@ va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
 {
     if (kdt_verify_attn_splits_override > 0)
         return kdt_verify_attn_splits_override;
-    int64_t base =
-        ((int64_t)n_max * H + KDT_ATTN_BM - 1) / KDT_ATTN_BM * (int64_t)R;
+    va_geom g = va_geometry(rt);
+    int64_t base = ((int64_t)n_max * H + g.bm - 1) / g.bm * (int64_t)R;
     int64_t slots = (int64_t)(rt->sm_count > 0 ? rt->sm_count : 1) *
-                    blocks_per_sm(rt);
-    int64_t cap_tiles = (cap + KDT_ATTN_BN - 1) / KDT_ATTN_BN;
-    int64_t smax = cap_tiles / 8;
+                    blocks_per_sm(rt, &g);
+    int64_t cap_tiles = (cap + g.bn - 1) / g.bn;
+    int64_t smax = cap_tiles / g.min_tiles;
     if (smax > KDT_ATTN_MAX_SPLITS)
         smax = KDT_ATTN_MAX_SPLITS;
     if (smax < 1)
@@ -201,10 +232,11 @@ kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse, uint64_t q,
     /* The lock-free lookup first; a miss loads (or compiles) the shape. */
     if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals)))
         return st;
-    if (m->max_dynamic_smem < KDT_ATTN_SMEM)
+    va_geom g = va_geometry(rt);
+    if (m->max_dynamic_smem < g.smem)
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: the kernel needs %d bytes of shared memory per "
-                        "block, this device allows %d", fn, KDT_ATTN_SMEM,
+                        "block, this device allows %d", fn, g.smem,
                         m->max_dynamic_smem);
     kdt_verify_attn_params p = {
         .q = (const uint16_t *)(uintptr_t)q,
@@ -222,10 +254,10 @@ kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse, uint64_t q,
         .scale = scale,
     };
     int64_t rows = (int64_t)n_max * n_heads;
-    unsigned tiles = (unsigned)((rows + KDT_ATTN_BM - 1) / KDT_ATTN_BM);
+    unsigned tiles = (unsigned)((rows + g.bm - 1) / g.bm);
     st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits,
-                    (unsigned)n_requests, KDT_ATTN_THREADS, KDT_ATTN_SMEM,
-                    stream, &p);
+                    (unsigned)n_requests, (unsigned)g.threads,
+                    (unsigned)g.smem, stream, &p);
     if (st || splits == 1)
         return st;
     int64_t per = KDT_ATTN_MERGE_THREADS / 32;

@@ -1,8 +1,9 @@
 /*
  * test_compile_attn.c: host-only checks of verify_attn (no GPU):
- *  - compile-only builds (kdtree_compile, NVRTC) for sm_90 and sm_120 at
- *    the extremes of H, PAGE and N_MAX, so CI catches a shape NVRTC
- *    rejects (or a register spill turned error);
+ *  - compile-only builds (kdtree_compile, NVRTC) for sm_90a (the wgmma
+ *    body Hopper runs), sm_90 and sm_120 (the mma.sync body) at the
+ *    extremes of H, PAGE and N_MAX, so CI catches a shape NVRTC rejects
+ *    (or a register spill turned error);
  *  - the split rule and workspace size on a runtime that only pretends to
  *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
  *    function of the shape and the device, the unsplit case needing none.
@@ -26,8 +27,8 @@ static const char *const shapes[] = {
 
 START_TEST(compile_extremes)
 {
-    static const char *const arch[] = {"sm_90", "sm_120"};
-    for (int a = 0; a < 2; a++)
+    static const char *const arch[] = {"sm_90a", "sm_90", "sm_120"};
+    for (int a = 0; a < 3; a++)
         for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             int cached = -1;
             int st = kdtree_compile(&cached, arch[a], "verify_attn",
@@ -65,6 +66,7 @@ ws(kdtree_runtime *rt, int R, int H, int N, int page, int max_pages)
 
 START_TEST(split_rule)
 {
+    strcpy(h200.arch, "sm_90a"); /* the wgmma body: 64-token tiles */
     h200.sm_count = 132;
     h200.max_smem_optin = 232448;
     rtx.sm_count = 188;
@@ -77,9 +79,12 @@ START_TEST(split_rule)
     ck_assert_uint_eq(ws(&h200, 8, 64, 65, 64, 600), 0);
     /* H = 128, 65 rows: 130 blocks on 132 SMs; no split */
     ck_assert_uint_eq(ws(&h200, 1, 128, 65, 64, 600), 0);
-    /* a short cache allows few splits: at least 8 tiles (128 tokens) a
-     * split, so 2 pages of 64 tokens make one split at most */
-    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 2), 0);
+    /* a short cache allows few splits: at least 4 tiles of 64 tokens a
+     * split on Hopper (8 of 16 elsewhere), so 3 pages of 64 tokens make
+     * one split at most, and 8 pages two */
+    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 3), 0);
+    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 8), 2ull * 65 * 8 * 513 * 4);
+    ck_assert_uint_eq(ws(&rtx, 1, 8, 65, 64, 2), 0);
     /* the same shape on another device may split differently, but always
      * the same way for the same device */
     uint64_t a = ws(&rtx, 1, 8, 65, 64, 600), b = ws(&rtx, 1, 8, 65, 64, 600);

@@ -8,7 +8,8 @@
  *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
  *
  *   (tile variants by -DKDT_ATTN_BM=... and the like; -DKNAME='"name"'
- *   labels the output lines)
+ *   labels the output lines; the wgmma body: -DKDT_ATTN_WGMMA=1 with
+ *   -gencode arch=compute_90a,code=sm_90a)
  *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
@@ -38,7 +39,8 @@
 static int sm_count, smem_optin;
 
 /* The library's rule (kernel_verify_attn.c): fewest splits within 5% of
- * the best waves-per-split over 1..64, at least 8 KV tiles per split. */
+ * the best waves-per-split over 1..64, at least 8 KV tiles per split (4
+ * for the wgmma body). */
 static int
 pick_splits(int R, int64_t cap)
 {
@@ -46,8 +48,9 @@ pick_splits(int R, int64_t cap)
     int bps = std::min(64 / BM, (smem_optin + 1024) / (SMEM_BYTES + 1024));
     int64_t slots = (int64_t)sm_count * std::max(bps, 1);
     int64_t cap_tiles = (cap + BN - 1) / BN;
+    const int min_tiles = KDT_ATTN_WGMMA ? 4 : 8;
     int smax = (int)std::min<int64_t>(KDT_ATTN_MAX_SPLITS,
-                                      std::max<int64_t>(1, cap_tiles / 8));
+                                      std::max<int64_t>(1, cap_tiles / min_tiles));
     double best = 1e30;
     std::vector<double> cost(smax + 1);
     for (int s = 1; s <= smax; ++s) {

@@ -1,0 +1,573 @@
+/*
+ * verify_attn_wgmma.cuh: verify_attn on Hopper's warpgroup MMA (sm_90a).
+ * verify_attn.cu includes it instead of its mma.sync body when
+ * KDT_ATTN_WGMMA is 1, i.e. when NVRTC compiles for sm_90a (the library's
+ * target on compute capability 9.0: H100 / H200).  Same contract, same
+ * grid shape (row tile, split, request), same workspace and merge kernel.
+ *
+ * Why a second body: mma.sync issues at most ~640 TFLOP/s on an H200
+ * (tools/dev/mma_peak.cu), and its operands pass through registers, so a
+ * 576/512-wide MLA tile costs more shared-memory bandwidth than the tensor
+ * pipe (tools/dev/ATTN_NOTES.md); the mma.sync kernel peaked at 24% of
+ * 989 TFLOP/s.  wgmma reads both operands from shared memory itself, and
+ * Hopper lets a block have 227 KB of it, so the whole 64-row Q tile and
+ * two 64-token KV tiles stay resident.  sm_120 (99 KB, no wgmma) keeps the
+ * mma.sync body.
+ *
+ * Block = 64 folded rows x one KV split of one request, two warpgroups:
+ *  - WG0: S = Q K^T for a 64-token tile (36 k16 steps of m64n64k16), the
+ *    online softmax (ancestor mask on tail tiles only), P (bf16) and the
+ *    per-row rescale factor into shared memory, then O[:, 0:256] += P V.
+ *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
+ *    stage), then O[:, 256:512] += P V once P is published.
+ * Named barriers pair every hand-off (full/empty of each KV stage, of P),
+ * each one waited before its producer can reach it again.
+ *
+ * Shared memory (one 1024-byte-aligned base): Q 64 x 576 bf16, two KV
+ * stages of 64 x 576, P 64 x 64, alpha[64], l[64].  Every operand tile is
+ * stored as wgmma's 128-byte-swizzled K-major layout: the 576 columns in
+ * nine 64-column blocks, each [rows][128 B], the 16-byte piece c of row r
+ * at piece c ^ (r % 8).  The same bytes serve V as an MN-major operand
+ * (the V columns of a token are its row's first 512 entries).
+ */
+
+constexpr int BM = KDT_ATTN_WG_BM;
+constexpr int BN = KDT_ATTN_WG_BN;
+constexpr int NTHREADS = KDT_ATTN_WG_THREADS;
+constexpr int NBUF = 1;                       /* (the harness prints it) */
+constexpr int KBLK = D_QK / 64;               /* 64-column swizzle blocks */
+constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
+constexpr int BLK_BYTES = BN * 128;           /* one block of a KV tile */
+constexpr int TILE_BYTES = BN * D_QK * 2;
+constexpr int Q_BLK_BYTES = BM * 128;
+constexpr int Q_OFF = 0;
+constexpr int K_OFF = Q_OFF + BM * D_QK * 2;
+constexpr int P_OFF = K_OFF + 2 * TILE_BYTES;
+constexpr int ALPHA_OFF = P_OFF + BM * BN * 2;
+constexpr int L_OFF = ALPHA_OFF + BM * 4;
+constexpr int SMEM_BYTES = L_OFF + BM * 4 + 1024; /* + alignment slack */
+constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
+constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
+
+static_assert(SMEM_BYTES == KDT_ATTN_WG_SMEM, "kdt_attn_tiles.h disagrees");
+static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
+              "the roles below are two warpgroups, m64, 64-token tiles");
+static_assert(D_QK % 64 == 0 && VCOLS == 256, "576 / 512 dims");
+static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
+static_assert(PAGE >= 1 && PAGE <= 256, "range");
+
+/* named barriers (0 is __syncthreads): each is one producer warpgroup's
+ * bar.arrive against the other's bar.sync, 256 threads */
+constexpr int BAR_KFULL = 1;                  /* + stage: tile landed */
+constexpr int BAR_KEMPTY = 3;                 /* + stage: WG0 done with it */
+constexpr int BAR_PFULL = 5;                  /* P, alpha published */
+constexpr int BAR_PEMPTY = 6;                 /* WG1's PV done with P */
+
+static __device__ __forceinline__ void
+bar_sync(int id)
+{
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
+}
+
+static __device__ __forceinline__ void
+bar_arrive(int id)
+{
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
+}
+
+/* Generic-proxy writes to shared memory (st.shared, cp.async) made visible
+ * to the async proxy that wgmma reads through. */
+static __device__ __forceinline__ void
+proxy_fence(void)
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+static __device__ __forceinline__ void
+wg_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void
+wg_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void
+wg_wait_all(void)
+{
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of accumulator registers
+ * across an asynchronous wgmma (it sees the asm as reading and writing
+ * them here). */
+template <int N>
+static __device__ __forceinline__ void
+pin(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+/* Shared-memory matrix descriptor, 128-byte swizzle: start address, the
+ * leading- and stride-dimension byte offsets (all >> 4), layout type 1. */
+static __device__ __forceinline__ uint64_t
+sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4)
+           | ((uint64_t)(lbo >> 4) << 16)
+           | ((uint64_t)(sbo >> 4) << 32)
+           | (1ull << 62);
+}
+
+/* K-major operand (Q, K, P): 8-row groups 1024 B apart; the leading
+ * offset is unused with swizzling.  `addr` = block base + 32 B per k16. */
+static __device__ __forceinline__ uint64_t
+kmajor_desc(uint32_t addr)
+{
+    return sw128_desc(addr, 16, 1024);
+}
+
+/* MN-major operand (V): 64-column blocks BLK_BYTES apart (leading), 8-token
+ * groups 1024 B apart (stride). */
+static __device__ __forceinline__ uint64_t
+vmajor_desc(uint32_t addr)
+{
+    return sw128_desc(addr, KDT_ATTN_WG_V_LBO, KDT_ATTN_WG_V_SBO);
+}
+
+/* D (64 x 64 f32) += A B^T over one k16 step: A and B both K-major in
+ * 128-byte-swizzled shared memory (the Q tile and the K tile).  `acc` = 0
+ * overwrites D (the first step of a tile). */
+static __device__ __forceinline__ void
+wg_mma_qk(float (&d)[32], uint64_t da, uint64_t db, int acc)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(acc));
+}
+
+/* D (64 x 256 f32) += A B over one k16 step: A = P, K-major (tokens are
+ * k); B = V, MN-major (imm-trans-b = 1: the V columns are contiguous in
+ * the K tile's rows, tokens are k). */
+static __device__ __forceinline__ void
+wg_mma_pv(float (&d)[128], uint64_t da, uint64_t db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, "
+        "%72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, "
+        "%88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, "
+        "%104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, "
+        "%120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
+        "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),
+        "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
+        "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),
+        "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+        "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
+        "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db));
+}
+
+/* Byte offset of 16-byte piece c (0..71) of row `row` in a swizzled
+ * 576-wide tile of `rows` rows. */
+static __device__ __forceinline__ uint32_t
+sw_piece(int rows, int row, int c)
+{
+    return (uint32_t)((c >> 3) * (rows * 128) + row * 128
+                      + (((c & 7) ^ (row & 7)) << 4));
+}
+
+/* WG1's part of loading KV tile t into the stage at `dst`: 8 threads a
+ * token (piece c = 8 k + wtid % 8), 16 tokens a pass, 4 passes; tokens at
+ * or past `total` are zero-filled (never read, and 0 * P cannot be NaN). */
+static __device__ __forceinline__ void
+load_kv_tile(uint32_t dst, int wtid, int t, int total,
+             const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
+{
+    const int sub = wtid >> 3, part = wtid & 7;
+#pragma unroll
+    for (int pass = 0; pass < BN / 16; ++pass) {
+        const int tok = 16 * pass + sub;
+        const int pos = t * BN + tok;
+        const uint16_t *src = kv;
+        int bytes = 0;
+        if (pos < total) {
+            const int page = __ldg(bt + pos / PAGE);
+            src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + part * 8;
+            bytes = 16;
+        }
+        const uint32_t d = dst + tok * 128 + ((part ^ (tok & 7)) << 4);
+#pragma unroll
+        for (int k = 0; k < KBLK; ++k)
+            kdt_cp_async16(d + k * BLK_BYTES, src + (bytes ? k * 64 : 0),
+                           bytes);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+kdt_verify_attn(const kdt_verify_attn_params p)
+{
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int wg = tid >> 7, wtid = tid & 127, wwarp = wtid >> 5;
+    const int mt = blockIdx.x, split = blockIdx.y, r = blockIdx.z;
+    const int nsplit = p.num_splits;
+    const int cap = p.max_pages * PAGE;
+
+    /* Bad device-side values cannot make the kernel read outside the block
+     * table or the tree: they are clamped. */
+    const int past = min(max(p.past_len[r], 0), cap);
+    const int nn = min(max(p.n_nodes[r], 0), N_MAX);
+    const int total = min(past + nn, cap);
+    const int valid_rows = nn * H;
+    const int m0 = mt * BM;
+    const int64_t req_row0 = (int64_t)r * ROWS;
+
+    if (m0 >= valid_rows) {
+        /* Padded rows only.  Unsplit: write o = 0, lse = -inf here; split:
+         * the merge kernel writes them. */
+        if (nsplit == 1) {
+            const int rows = min(BM, ROWS - m0);
+            uint4 *o4 = (uint4 *)(p.o + (req_row0 + m0) * D_V);
+            for (int i = tid; i < rows * D_V / 8; i += NTHREADS)
+                o4[i] = make_uint4(0, 0, 0, 0);
+            if (p.lse && tid < rows)
+                p.lse[req_row0 + m0 + tid] = kdt_neg_inf();
+        }
+        return;
+    }
+
+    const int ntiles = (total + BN - 1) / BN;
+    const int per = (ntiles + nsplit - 1) / nsplit;
+    const int t0 = min(split * per, ntiles);
+    const int t1 = min(t0 + per, ntiles);
+
+    const uint32_t raw = kdt_smem_addr(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    unsigned char *smem = smem_raw + (base - raw);
+    const uint32_t sq = base + Q_OFF, sk = base + K_OFF, sp = base + P_OFF;
+    float *alpha_s = (float *)(smem + ALPHA_OFF);
+    float *l_s = (float *)(smem + L_OFF);
+
+    const uint16_t *__restrict__ kv = p.kv_cache;
+    const int32_t *__restrict__ bt = p.block_table + (int64_t)r * p.max_pages;
+
+    /* ---- prologue: Q (all threads) and the first KV tile (WG1) -------- */
+    {
+        const uint16_t *q = p.q + (req_row0 + m0) * D_QK;
+        for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
+            const int row = i / CHUNKS, c = i - row * CHUNKS;
+            const bool ok = m0 + row < valid_rows;
+            kdt_cp_async16(sq + sw_piece(BM, row, c),
+                           ok ? q + (int64_t)row * D_QK + c * 8 : q,
+                           ok ? 16 : 0);
+        }
+        if (wg == 1 && t0 < t1)
+            load_kv_tile(sk, wtid, t0, total, kv, bt);
+        kdt_cp_async_commit();
+        kdt_cp_async_wait<0>();
+        proxy_fence();
+        __syncthreads();
+    }
+
+    /* this thread's accumulator rows (of the block's 64) and column pair */
+    const int r0 = 16 * wwarp + (lane >> 2);
+    const int c2 = 2 * (lane & 3);
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i)
+        o[i] = 0.f;
+    /* WG0's softmax state of rows r0 and r0 + 8 (4 lanes share a row) */
+    float m_ref[2] = {kdt_neg_inf(), kdt_neg_inf()};
+    float l_part[2] = {0.f, 0.f};
+    /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile */
+    const uint32_t vcol = (uint32_t)(4 * wg * BLK_BYTES);
+
+    if (wg == 0) {
+        const float scale_log2 = p.scale * 1.4426950408889634f;
+        int snode[2];
+        const uint32_t *mask_row[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            snode[h] = (m0 + r0 + 8 * h) / H;
+            mask_row[h] = p.anc_mask
+                + ((int64_t)r * N_MAX + min(snode[h], N_MAX - 1)) * W;
+        }
+        float s[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+            s[i] = 0.f;
+        for (int t = t0; t < t1; ++t) {
+            const int it = t - t0, b = it & 1;
+            const uint32_t kt = sk + b * TILE_BYTES;
+            if (it > 0)
+                bar_sync(BAR_KFULL + b);
+
+            /* S = Q K^T: 9 column blocks x 4 k16 steps */
+            wg_fence();
+#pragma unroll
+            for (int kb = 0; kb < KBLK; ++kb)
+#pragma unroll
+                for (int ks = 0; ks < 4; ++ks)
+                    wg_mma_qk(s, kmajor_desc(sq + kb * Q_BLK_BYTES + ks * 32),
+                              kmajor_desc(kt + kb * BLK_BYTES + ks * 32),
+                              kb | ks);
+            wg_commit();
+            wg_wait_all();
+            pin(s);
+
+            /* P goes straight to shared memory: wait until WG1's PV of
+             * the last tile is done with it (long since, usually) */
+            if (it > 0)
+                bar_sync(BAR_PEMPTY);
+
+            /* online softmax of rows r0 (h = 0) and r0 + 8 (h = 1); this
+             * thread holds columns 8 j + c2 + e, j < 8, e < 2 */
+            const bool tail = (t + 1) * BN > past;
+            float alpha[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float x[16];
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        x[2 * j + e] = s[4 * j + 2 * h + e] * scale_log2;
+                if (tail) {
+#pragma unroll
+                    for (int j = 0; j < 8; ++j)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int pos = t * BN + 8 * j + c2 + e;
+                            bool vis = pos < past;
+                            if (!vis && pos < total && snode[h] < nn) {
+                                const int jj = pos - past;
+                                vis = (__ldg(mask_row[h] + (jj >> 5))
+                                       >> (jj & 31)) & 1u;
+                            }
+                            if (!vis)
+                                x[2 * j + e] = kdt_neg_inf();
+                        }
+                }
+                float mx = x[0];
+#pragma unroll
+                for (int i = 1; i < 16; ++i)
+                    mx = fmaxf(mx, x[i]);
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                alpha[h] = 1.f;
+                if (mx > m_ref[h] + LAZY_RESCALE) {
+                    alpha[h] = kdt_exp2(m_ref[h] - mx); /* 0 from -inf */
+                    m_ref[h] = mx;
+                    l_part[h] *= alpha[h];
+                }
+                /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
+                const float mu = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
+                /* P (bf16) into its swizzled K-major tile: row `row`,
+                 * tokens 8 j + c2, +1 in piece j ^ (row % 8) */
+                const int row = r0 + 8 * h;
+                unsigned char *prow = smem + P_OFF + row * 128 + c2 * 2;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const float p0 = kdt_exp2(x[2 * j] - mu);
+                    const float p1 = kdt_exp2(x[2 * j + 1] - mu);
+                    l_part[h] += p0 + p1;
+                    *(uint32_t *)(prow + ((j ^ (row & 7)) << 4)) =
+                        kdt_pack_bf16x2(p0, p1);
+                }
+                if ((lane & 3) == 0)
+                    alpha_s[row] = alpha[h];
+            }
+            proxy_fence();
+            bar_arrive(BAR_PFULL);
+
+            /* O[:, 0:256] = alpha O + P V */
+            if (alpha[0] != 1.f)
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    o[4 * j] *= alpha[0];
+                    o[4 * j + 1] *= alpha[0];
+                }
+            if (alpha[1] != 1.f)
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    o[4 * j + 2] *= alpha[1];
+                    o[4 * j + 3] *= alpha[1];
+                }
+            pin(o);
+            wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ++ks)
+                wg_mma_pv(o, kmajor_desc(sp + ks * 32),
+                          vmajor_desc(kt + vcol + ks * 2048));
+            wg_commit();
+            wg_wait_all();
+            pin(o);
+            bar_arrive(BAR_KEMPTY + b);
+        }
+        if (t1 > t0)
+            bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
+    } else {
+        for (int t = t0; t < t1; ++t) {
+            const int it = t - t0, b = it & 1, nb = b ^ 1;
+            /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
+            if (it > 0)
+                bar_sync(BAR_KEMPTY + nb);
+            if (t + 1 < t1)
+                load_kv_tile(sk + nb * TILE_BYTES, wtid, t + 1, total, kv, bt);
+            kdt_cp_async_commit();
+
+            bar_sync(BAR_PFULL);
+            const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
+            if (a0 != 1.f)
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    o[4 * j] *= a0;
+                    o[4 * j + 1] *= a0;
+                }
+            if (a1 != 1.f)
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    o[4 * j + 2] *= a1;
+                    o[4 * j + 3] *= a1;
+                }
+            pin(o);
+            wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ++ks)
+                wg_mma_pv(o, kmajor_desc(sp + ks * 32),
+                          vmajor_desc(sk + b * TILE_BYTES + vcol + ks * 2048));
+            wg_commit();
+            wg_wait_all();
+            pin(o);
+            bar_arrive(BAR_PEMPTY);
+            if (t + 1 < t1) {
+                kdt_cp_async_wait<0>();
+                proxy_fence();
+                bar_arrive(BAR_KFULL + nb);
+            }
+        }
+        if (t1 > t0)
+            bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
+    }
+    kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
+
+    /* ---- epilogue: row sums (WG0), LSE, normalised O (both) ---------- */
+    if (wg == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = l_part[h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int row = r0 + 8 * h, m = m0 + row;
+            if ((lane & 3) == 0) {
+                l_s[row] = l;
+                if (m < ROWS) {
+                    const float lse2 = l > 0.f ? m_ref[h] + kdt_log2(l)
+                                               : kdt_neg_inf();
+                    if (nsplit == 1) {
+                        if (p.lse)
+                            p.lse[req_row0 + m] = m < valid_rows
+                                ? lse2 * 0.6931471805599453f
+                                : kdt_neg_inf();
+                    } else {
+                        float *ws_lse = p.workspace
+                            + (int64_t)nsplit * p.n_requests * ROWS * D_V;
+                        ws_lse[((int64_t)split * p.n_requests + r) * ROWS + m] =
+                            lse2;
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h, m = m0 + row;
+        if (m >= ROWS)
+            continue;
+        const float l = l_s[row];
+        float inv = l > 0.f ? 1.f / l : 0.f;
+        if (m >= valid_rows)
+            inv = 0.f; /* padded row: o = 0 */
+        const int col0 = VCOLS * wg + c2;
+        if (nsplit == 1) {
+            uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+                *(uint32_t *)(dst + 8 * j) =
+                    kdt_pack_bf16x2(o[4 * j + 2 * h] * inv,
+                                    o[4 * j + 2 * h + 1] * inv);
+        } else {
+            float *dst = p.workspace
+                + (((int64_t)split * p.n_requests + r) * ROWS + m) * D_V
+                + col0;
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+                *(float2 *)(dst + 8 * j) =
+                    make_float2(o[4 * j + 2 * h] * inv,
+                                o[4 * j + 2 * h + 1] * inv);
+        }
+    }
+}
