@@ -68,7 +68,7 @@
 #ifndef KDT_ATTN_WG_V_SBO
 #define KDT_ATTN_WG_V_SBO 1024
 #endif
-/* The merge kernel: one warp per output row. */
+/* The merge kernel: a block per output row, a thread per 4 columns. */
 #define KDT_ATTN_MERGE_THREADS 128
 #define KDT_ATTN_MAX_SPLITS 64
 

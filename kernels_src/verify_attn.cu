@@ -534,69 +534,53 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 #endif /* KDT_ATTN_WGMMA */
 
 /*
- * Merge of the KV splits: one warp per folded row.  Split s holds the
- * row's O_s normalised by its own sum and lse_s = log2 of that sum (plus
- * its reference maximum); O = sum_s 2^(lse_s - lse) O_s with
- * lse = log2 sum_s 2^lse_s.  Padded rows get o = 0, lse = -inf.
- * Grid: ceil(R * ROWS / 4) blocks of 128 threads.
+ * Merge of the KV splits: one block per folded row (grid: ROWS x R), a
+ * thread per 4 of its 512 columns.  Split s holds the row's O_s normalised
+ * by its own sum and lse_s = log2 of that sum (plus its reference
+ * maximum); O = sum_s 2^(lse_s - lse) O_s with lse = log2 sum_s 2^lse_s.
+ * Padded rows get o = 0, lse = -inf.  The splits' reads are independent,
+ * so a thread has several in flight (the merge is latency-bound: its
+ * partials were just written and sit in L2).
  */
 extern "C" __global__ void __launch_bounds__(KDT_ATTN_MERGE_THREADS)
 kdt_verify_attn_merge(const kdt_verify_attn_params p)
 {
-    const int lane = threadIdx.x & 31;
-    const int64_t grow = (int64_t)blockIdx.x * (KDT_ATTN_MERGE_THREADS / 32)
-                         + (threadIdx.x >> 5);
+    static_assert(KDT_ATTN_MERGE_THREADS * 4 == D_V, "a thread per float4");
+    const int tid = threadIdx.x;
+    const int m = blockIdx.x, r = blockIdx.y;
     const int R = p.n_requests;
-    if (grow >= (int64_t)R * ROWS)
-        return;
-    const int r = (int)(grow / ROWS), m = (int)(grow % ROWS);
     const int nsplit = p.num_splits;
     const int nn = min(max(p.n_nodes[r], 0), N_MAX);
-    uint2 *dst = (uint2 *)(p.o + grow * D_V);
+    const int64_t grow = (int64_t)r * ROWS + m;
+    uint2 *dst = (uint2 *)(p.o + grow * D_V) + tid;
 
     const float *ws_lse = p.workspace + (int64_t)nsplit * R * ROWS * D_V;
     float mx = kdt_neg_inf();
     if (m < nn * H)
-        for (int s = lane; s < nsplit; s += 32)
+        for (int s = 0; s < nsplit; ++s)
             mx = fmaxf(mx, ws_lse[((int64_t)s * R + r) * ROWS + m]);
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1)
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-
     if (mx == kdt_neg_inf()) { /* padded row (or one that saw nothing) */
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            dst[lane + 32 * k] = make_uint2(0, 0);
-        if (p.lse && lane == 0)
+        *dst = make_uint2(0, 0);
+        if (p.lse && tid == 0)
             p.lse[grow] = kdt_neg_inf();
         return;
     }
-    float acc[4][4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-        acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     float wsum = 0.f;
+#pragma unroll 4
     for (int s = 0; s < nsplit; ++s) {
         const int64_t srow = ((int64_t)s * R + r) * ROWS + m;
         const float ls = ws_lse[srow];
-        if (ls == kdt_neg_inf())
-            continue;
-        const float w = kdt_exp2(ls - mx);
+        const float4 v = ((const float4 *)(p.workspace + srow * D_V))[tid];
+        /* a split that saw nothing of the row has lse -inf: weight 0 */
+        const float w = ls == kdt_neg_inf() ? 0.f : kdt_exp2(ls - mx);
         wsum += w;
-        const float4 *src = (const float4 *)(p.workspace + srow * D_V);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const float4 v = src[lane + 32 * k];
-            acc[k][0] += w * v.x; acc[k][1] += w * v.y;
-            acc[k][2] += w * v.z; acc[k][3] += w * v.w;
-        }
+        acc.x += w * v.x; acc.y += w * v.y;
+        acc.z += w * v.z; acc.w += w * v.w;
     }
     const float inv = 1.f / wsum;
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-        dst[lane + 32 * k] =
-            make_uint2(kdt_pack_bf16x2(acc[k][0] * inv, acc[k][1] * inv),
-                       kdt_pack_bf16x2(acc[k][2] * inv, acc[k][3] * inv));
-    if (p.lse && lane == 0)
+    *dst = make_uint2(kdt_pack_bf16x2(acc.x * inv, acc.y * inv),
+                      kdt_pack_bf16x2(acc.z * inv, acc.w * inv));
+    if (p.lse && tid == 0)
         p.lse[grow] = (mx + kdt_log2(wsum)) * 0.6931471805599453f;
 }

@@ -95,10 +95,12 @@ wg_commit(void)
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 
+/* Waits until at most N committed wgmma groups are still in flight. */
+template <int N>
 static __device__ __forceinline__ void
-wg_wait_all(void)
+wg_wait(void)
 {
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
 
 /* Keeps the compiler from moving reads or writes of accumulator registers
@@ -111,6 +113,16 @@ pin(float (&d)[N])
 #pragma unroll
     for (int i = 0; i < N; ++i)
         asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+/* Four 8x8 b16 matrices from their mma fragments (r[i]: matrix i) to
+ * shared memory; lanes 8i..8i+7 give the row addresses of matrix i. */
+static __device__ __forceinline__ void
+kdt_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
 /* Shared-memory matrix descriptor, 128-byte swizzle: start address, the
@@ -130,6 +142,14 @@ static __device__ __forceinline__ uint64_t
 kmajor_desc(uint32_t addr)
 {
     return sw128_desc(addr, 16, 1024);
+}
+
+/* The descriptor of the operand `bytes` further on: the start address
+ * is the low field, and no address here reaches its 14-bit limit. */
+static __device__ __forceinline__ uint64_t
+desc_add(uint64_t desc, uint32_t bytes)
+{
+    return desc + (bytes >> 4);
 }
 
 /* MN-major operand (V): 64-column blocks BLK_BYTES apart (leading), 8-token
@@ -264,6 +284,68 @@ load_kv_tile(uint32_t dst, int wtid, int t, int total,
     }
 }
 
+/* Issues S = Q K^T from the descriptors of the Q tile and of a KV tile:
+ * 9 column blocks x 4 k16 steps, the first overwriting S. */
+static __device__ __forceinline__ void
+qk_issue(float (&s)[32], uint64_t dq, uint64_t dk)
+{
+#pragma unroll
+    for (int kb = 0; kb < KBLK; ++kb)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            wg_mma_qk(s, desc_add(dq, kb * Q_BLK_BYTES + ks * 32),
+                      desc_add(dk, kb * BLK_BYTES + ks * 32), kb | ks);
+}
+
+/* A tail tile (it holds tree rows or the end of the KV): S scaled to
+ * log2 units, and -inf where rows row0 and row0 + 8 may not look (`anc`
+ * is the request's ancestor masks):
+ * positions at or past past_len that are not its ancestors (or itself),
+ * and positions past the KV's end. */
+static __device__ __forceinline__ void
+mask_tail(float (&s)[32], int t, int past, int total, int nn,
+          const uint32_t *__restrict__ anc, int row0, float scale_log2)
+{
+    const int lane = threadIdx.x & 31, c2 = 2 * (lane & 3);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int node = (row0 + 8 * h) / H;
+        const uint32_t *mask_row = anc + min(node, N_MAX - 1) * W;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int pos = t * BN + 8 * j + c2 + e;
+                bool vis = pos < past;
+                if (!vis && pos < total && node < nn) {
+                    const int jj = pos - past;
+                    vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
+                }
+                float &x = s[4 * j + 2 * h + e];
+                x = vis ? x * scale_log2 : kdt_neg_inf();
+            }
+    }
+}
+
+/* O rows r0 (a0) and r0 + 8 (a1) of this thread times their rescale
+ * factors; the lazy maximum makes both 1 on almost every tile. */
+static __device__ __forceinline__ void
+rescale(float (&o)[128], float a0, float a1)
+{
+    if (a0 != 1.f)
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            o[4 * j] *= a0;
+            o[4 * j + 1] *= a0;
+        }
+    if (a1 != 1.f)
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            o[4 * j + 2] *= a1;
+            o[4 * j + 3] *= a1;
+        }
+}
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
@@ -342,38 +424,35 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     float l_part[2] = {0.f, 0.f};
     /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile */
     const uint32_t vcol = (uint32_t)(4 * wg * BLK_BYTES);
+    /* operand descriptors: Q, P, and stage 0 of the ring as K and as V */
+    const uint64_t dq = kmajor_desc(sq), dp = kmajor_desc(sp);
+    const uint64_t dk0 = kmajor_desc(sk), dv0 = vmajor_desc(sk);
 
     if (wg == 0) {
         const float scale_log2 = p.scale * 1.4426950408889634f;
-        int snode[2];
-        const uint32_t *mask_row[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            snode[h] = (m0 + r0 + 8 * h) / H;
-            mask_row[h] = p.anc_mask
-                + ((int64_t)r * N_MAX + min(snode[h], N_MAX - 1)) * W;
-        }
+        /* x = s * scale_log2; its row maximum is scale_log2 times the
+         * maximum of s, or of -s when the scale is negative */
+        const float sgn = scale_log2 < 0.f ? -1.f : 1.f;
+        const float abs_scale = fabsf(scale_log2);
+        /* stmatrix lane addresses of P: lane L gives row L % 8 of matrix
+         * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
+        const int mi = lane >> 3, l7 = lane & 7;
+        const uint32_t prow = sp + (16 * wwarp + 8 * (mi & 1) + l7) * 128;
         float s[32];
 #pragma unroll
         for (int i = 0; i < 32; ++i)
             s[i] = 0.f;
+        /* The wgmma below sit on no branch but the loop's: ptxas
+         * serialises every wgmma of a kernel that has one on a path it
+         * cannot prove warp-uniform (measured: 96 -> 141 us). */
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0, b = it & 1;
-            const uint32_t kt = sk + b * TILE_BYTES;
             if (it > 0)
                 bar_sync(BAR_KFULL + b);
-
-            /* S = Q K^T: 9 column blocks x 4 k16 steps */
             wg_fence();
-#pragma unroll
-            for (int kb = 0; kb < KBLK; ++kb)
-#pragma unroll
-                for (int ks = 0; ks < 4; ++ks)
-                    wg_mma_qk(s, kmajor_desc(sq + kb * Q_BLK_BYTES + ks * 32),
-                              kmajor_desc(kt + kb * BLK_BYTES + ks * 32),
-                              kb | ks);
+            qk_issue(s, dq, desc_add(dk0, b * TILE_BYTES));
             wg_commit();
-            wg_wait_all();
+            wg_wait<0>();
             pin(s);
 
             /* P goes straight to shared memory: wait until WG1's PV of
@@ -382,37 +461,31 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                 bar_sync(BAR_PEMPTY);
 
             /* online softmax of rows r0 (h = 0) and r0 + 8 (h = 1); this
-             * thread holds columns 8 j + c2 + e, j < 8, e < 2 */
+             * thread holds columns 8 j + c2 + e, j < 8, e < 2, i.e.
+             * s[4 j + 2 h + e] */
+            float alpha[2], mu[2];
             const bool tail = (t + 1) * BN > past;
-            float alpha[2];
+            if (tail)
+                mask_tail(s, t, past, total, nn,
+                          p.anc_mask + (int64_t)r * N_MAX * W, m0 + r0,
+                          scale_log2);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float x[16];
-#pragma unroll
-                for (int j = 0; j < 8; ++j)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        x[2 * j + e] = s[4 * j + 2 * h + e] * scale_log2;
-                if (tail) {
+                float mx;
+                if (tail) { /* s already scaled, masked entries -inf */
+                    mx = s[2 * h];
 #pragma unroll
                     for (int j = 0; j < 8; ++j)
+                        mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h],
+                                             s[4 * j + 2 * h + 1]));
+                } else {
+                    float m = sgn * s[2 * h];
 #pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int pos = t * BN + 8 * j + c2 + e;
-                            bool vis = pos < past;
-                            if (!vis && pos < total && snode[h] < nn) {
-                                const int jj = pos - past;
-                                vis = (__ldg(mask_row[h] + (jj >> 5))
-                                       >> (jj & 31)) & 1u;
-                            }
-                            if (!vis)
-                                x[2 * j + e] = kdt_neg_inf();
-                        }
+                    for (int j = 0; j < 8; ++j)
+                        m = fmaxf(m, fmaxf(sgn * s[4 * j + 2 * h],
+                                           sgn * s[4 * j + 2 * h + 1]));
+                    mx = m * abs_scale;
                 }
-                float mx = x[0];
-#pragma unroll
-                for (int i = 1; i < 16; ++i)
-                    mx = fmaxf(mx, x[i]);
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 alpha[h] = 1.f;
@@ -422,46 +495,46 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                     l_part[h] *= alpha[h];
                 }
                 /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
-                const float mu = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
-                /* P (bf16) into its swizzled K-major tile: row `row`,
-                 * tokens 8 j + c2, +1 in piece j ^ (row % 8) */
-                const int row = r0 + 8 * h;
-                unsigned char *prow = smem + P_OFF + row * 128 + c2 * 2;
+                mu[h] = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
+            }
+            /* p = 2^(x - mu), packed to bf16 pairs (pk[h][jj]: the
+             * fragment of 8x8 matrix (h, j + jj) of the warp's 16 x 64
+             * P), into the swizzled K-major P tile (piece j of row r at
+             * piece j ^ (r % 8)), four matrices a stmatrix */
+            const float xs = tail ? 1.f : scale_log2;
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const float p0 = kdt_exp2(x[2 * j] - mu);
-                    const float p1 = kdt_exp2(x[2 * j + 1] - mu);
-                    l_part[h] += p0 + p1;
-                    *(uint32_t *)(prow + ((j ^ (row & 7)) << 4)) =
-                        kdt_pack_bf16x2(p0, p1);
-                }
-                if ((lane & 3) == 0)
-                    alpha_s[row] = alpha[h];
+            for (int j = 0; j < 8; j += 2) {
+                uint32_t pk[2][2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int jj = 0; jj < 2; ++jj) {
+                        const float *x = &s[4 * (j + jj) + 2 * h];
+                        const float p0 = kdt_exp2(fmaf(x[0], xs, -mu[h]));
+                        const float p1 = kdt_exp2(fmaf(x[1], xs, -mu[h]));
+                        l_part[h] += p0 + p1;
+                        pk[h][jj] = kdt_pack_bf16x2(p0, p1);
+                    }
+                kdt_stmatrix_x4(prow + (((j + (mi >> 1)) ^ l7) << 4),
+                                pk[0][0], pk[1][0], pk[0][1], pk[1][1]);
+            }
+            if ((lane & 3) == 0) {
+                alpha_s[r0] = alpha[0];
+                alpha_s[r0 + 8] = alpha[1];
             }
             proxy_fence();
             bar_arrive(BAR_PFULL);
 
             /* O[:, 0:256] = alpha O + P V */
-            if (alpha[0] != 1.f)
-#pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    o[4 * j] *= alpha[0];
-                    o[4 * j + 1] *= alpha[0];
-                }
-            if (alpha[1] != 1.f)
-#pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    o[4 * j + 2] *= alpha[1];
-                    o[4 * j + 3] *= alpha[1];
-                }
+            rescale(o, alpha[0], alpha[1]);
             pin(o);
             wg_fence();
 #pragma unroll
             for (int ks = 0; ks < BN / 16; ++ks)
-                wg_mma_pv(o, kmajor_desc(sp + ks * 32),
-                          vmajor_desc(kt + vcol + ks * 2048));
+                wg_mma_pv(o, desc_add(dp, ks * 32),
+                          desc_add(dv0, b * TILE_BYTES + vcol + ks * 2048));
             wg_commit();
-            wg_wait_all();
+            wg_wait<0>();
             pin(o);
             bar_arrive(BAR_KEMPTY + b);
         }
@@ -473,32 +546,22 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
             if (it > 0)
                 bar_sync(BAR_KEMPTY + nb);
+#ifndef KDT_ATTN_WG_NOLOAD
             if (t + 1 < t1)
                 load_kv_tile(sk + nb * TILE_BYTES, wtid, t + 1, total, kv, bt);
+#endif
             kdt_cp_async_commit();
 
             bar_sync(BAR_PFULL);
-            const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
-            if (a0 != 1.f)
-#pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    o[4 * j] *= a0;
-                    o[4 * j + 1] *= a0;
-                }
-            if (a1 != 1.f)
-#pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    o[4 * j + 2] *= a1;
-                    o[4 * j + 3] *= a1;
-                }
+            rescale(o, alpha_s[r0], alpha_s[r0 + 8]);
             pin(o);
             wg_fence();
 #pragma unroll
             for (int ks = 0; ks < BN / 16; ++ks)
-                wg_mma_pv(o, kmajor_desc(sp + ks * 32),
-                          vmajor_desc(sk + b * TILE_BYTES + vcol + ks * 2048));
+                wg_mma_pv(o, desc_add(dp, ks * 32),
+                          desc_add(dv0, b * TILE_BYTES + vcol + ks * 2048));
             wg_commit();
-            wg_wait_all();
+            wg_wait<0>();
             pin(o);
             bar_arrive(BAR_PEMPTY);
             if (t + 1 < t1) {

@@ -260,8 +260,7 @@ kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse, uint64_t q,
                     (unsigned)g.smem, stream, &p);
     if (st || splits == 1)
         return st;
-    int64_t per = KDT_ATTN_MERGE_THREADS / 32;
-    unsigned mgrid = (unsigned)((rows * n_requests + per - 1) / per);
-    return kdt_launch(rt, m->fn[1], mgrid, 1, 1, KDT_ATTN_MERGE_THREADS, 0,
-                      stream, &p);
+    /* the merge: a block per folded row */
+    return kdt_launch(rt, m->fn[1], (unsigned)rows, (unsigned)n_requests, 1,
+                      KDT_ATTN_MERGE_THREADS, 0, stream, &p);
 }

@@ -156,10 +156,8 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     dim3 grid((ROWS + BM - 1) / BM, splits, P.R);
     kdt_verify_attn<<<grid, NTHREADS, SMEM_BYTES, st>>>(p);
     if (splits > 1) {
-        int64_t rows = (int64_t)P.R * ROWS;
-        int per = KDT_ATTN_MERGE_THREADS / 32;
-        kdt_verify_attn_merge<<<(unsigned)((rows + per - 1) / per),
-                                KDT_ATTN_MERGE_THREADS, 0, st>>>(p);
+        kdt_verify_attn_merge<<<dim3(ROWS, P.R), KDT_ATTN_MERGE_THREADS, 0,
+                                st>>>(p);
     }
 }
 

@@ -6,7 +6,10 @@
 # body.  Results under $OUT: build.log, check.log, bench.log,
 # sanitizer.log, summary.txt.
 #
-# Variants NAME:ARCH:FLAGS (commas become spaces), VARIANTS to override:
+# Variants NAME:ARCH:FLAGS[:HARNESS] (commas become spaces; HARNESS, the
+# harness source to build, defaults to tools/dev/attn_harness.cu: a copy
+# that includes an older kernel from its own directory measures that one
+# beside the current), VARIANTS to override:
 #   wg  = the wgmma body as the library builds it for sm_90a
 #   lib = the mma.sync body (sm_90), the old library kernel
 # Usage (repo root on the GPU host): OUT=/tmp/out bash tools/dev/attn_visit4.sh
@@ -24,14 +27,15 @@ CASES=${CASES:-"A 1 32768;E 8 32768;A 1 4096;G 1 32768;A 1 131072;F 1 32768"}
 # shapes NAME:H:PAGE:N_MAX
 CFGS="A:8:64:65 B:1:1:1 D:16:16:17 E:64:16:65 F:16:64:65 G:128:64:65 H:8:16:1025"
 for v in $VARIANTS; do
-    IFS=: read vn va vf <<< "$v"
+    IFS=: read vn va vf hs <<< "$v"
     vf=$(echo "$vf" | tr , " ")
+    hs=${hs:-tools/dev/attn_harness.cu}
     for c in $CFGS; do
         IFS=: read n h pg nm <<< "$c"
         nvcc -std=c++17 -O2 -gencode arch=compute_$va,code=sm_$va -lineinfo \
-            -Xptxas -v -I kernels_src -I tests $vf -DKNAME="\"$vn\"" \
+            -Xptxas -v $vf -I kernels_src -I tests -DKNAME="\"$vn\"" \
             -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
-            tools/dev/attn_harness.cu tests/ref_verify_attn.c \
+            $hs tests/ref_verify_attn.c \
             -o /tmp/ah4/$n.$vn > /tmp/ah4/$n.$vn.build 2>&1 &
     done
 done
