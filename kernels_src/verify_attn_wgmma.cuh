@@ -432,7 +432,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         const float scale_log2 = p.scale * 1.4426950408889634f;
         /* x = s * scale_log2; its row maximum is scale_log2 times the
          * maximum of s, or of -s when the scale is negative */
-        const float sgn = scale_log2 < 0.f ? -1.f : 1.f;
+        const bool neg = scale_log2 < 0.f;
         const float abs_scale = fabsf(scale_log2);
         /* stmatrix lane addresses of P: lane L gives row L % 8 of matrix
          * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
@@ -479,11 +479,21 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                         mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h],
                                              s[4 * j + 2 * h + 1]));
                 } else {
-                    float m = sgn * s[2 * h];
+                    /* (negation is free in FMNMX; the branch is uniform) */
+                    float m;
+                    if (neg) {
+                        m = -s[2 * h];
 #pragma unroll
-                    for (int j = 0; j < 8; ++j)
-                        m = fmaxf(m, fmaxf(sgn * s[4 * j + 2 * h],
-                                           sgn * s[4 * j + 2 * h + 1]));
+                        for (int j = 0; j < 8; ++j)
+                            m = fmaxf(m, fmaxf(-s[4 * j + 2 * h],
+                                               -s[4 * j + 2 * h + 1]));
+                    } else {
+                        m = s[2 * h];
+#pragma unroll
+                        for (int j = 0; j < 8; ++j)
+                            m = fmaxf(m, fmaxf(s[4 * j + 2 * h],
+                                               s[4 * j + 2 * h + 1]));
+                    }
                     mx = m * abs_scale;
                 }
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));

@@ -338,6 +338,23 @@ START_TEST(splits)
 }
 END_TEST
 
+/* A negative scale (the contract allows any finite one): the row maximum
+ * of scale * S is then the minimum of S, which the kernel picks by the
+ * scale's sign. */
+START_TEST(negative_scale)
+{
+    int past[] = {700, 64};
+    int nn[] = {65, 17};
+    prob p;
+    prob_init(&p, 2, 8, 65, 16, past, nn, TREE_RANDOM, -0.3f);
+    long bad = run_check(&p, 1, 1, NULL, "negative unsplit");
+    bad += run_check(&p, 3, 1, NULL, "negative split");
+    prob_free(&p);
+    ck_assert_msg(bad == 0, "negative_scale: %ld elements out of tolerance",
+                  bad);
+}
+END_TEST
+
 /* lse = NULL on a non-default stream, split and unsplit. */
 START_TEST(no_lse_stream)
 {
@@ -405,6 +422,7 @@ main(void)
     tcase_add_test(tc, ddtree_trees);
     tcase_add_test(tc, big_tree);
     tcase_add_test(tc, splits);
+    tcase_add_test(tc, negative_scale);
     tcase_add_test(tc, no_lse_stream);
     suite_add_tcase(s, tc);
     return gpu_run_suite(s);

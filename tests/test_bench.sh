@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_bench.sh: kdtree-bench --quick --json --compile-only runs on a
 # machine without a GPU and prints one JSON object of the documented
-# shape: a cold and a warm compile of every registered kernel for sm_90 and
+# shape: a cold and a warm compile of every registered kernel for sm_90a and
 # sm_120, each compiled when cold and served from disk when warm.  Times
 # are printed, never judged.  Skips (77) without NVRTC or python3.
 set -u
@@ -45,7 +45,7 @@ for key in ("version", "nvrtc", "limits", "load", "kernels", "cases",
 load = d.get("load") or []
 kernels = {r.get("kernel") for r in load}
 need(len(kernels) >= 1, "no load rows")
-for arch in ("sm_90", "sm_120"):
+for arch in ("sm_90a", "sm_120"):
     got = {r.get("kernel") for r in load if r.get("target") == arch}
     need(got == kernels, "%s rows for %s, expected %s" % (arch, sorted(got), sorted(kernels)))
 num = (int, float)
@@ -63,5 +63,5 @@ if problems:
     for p in problems:
         print("  " + p, file=sys.stderr)
     sys.exit(1)
-print("test_bench: %d load rows, %d kernels x sm_90, sm_120: ok" % (len(load), len(kernels)))
+print("test_bench: %d load rows, %d kernels x sm_90a, sm_120: ok" % (len(load), len(kernels)))
 PY

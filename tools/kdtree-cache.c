@@ -4,7 +4,7 @@
  *   kdtree-cache [--dir DIR] list [--all]
  *   kdtree-cache [--dir DIR] verify [--all] [--delete]
  *   kdtree-cache [--dir DIR] explain KERNEL [SHAPE] [--arch A] [--nvrtc V]
- *   kdtree-cache [--dir DIR] populate [--arch "sm_90 sm_120"] [KERNEL[:SHAPE]]...
+ *   kdtree-cache [--dir DIR] populate [--arch "sm_90a sm_120"] [KERNEL[:SHAPE]]...
  *   kdtree-cache [--dir DIR] gc [--max-bytes N]
  *   kdtree-cache [--dir DIR] clear
  *
@@ -45,7 +45,7 @@ static const char usage_text[] =
     "                            field differs from the nearest entry\n"
     "  populate [--arch LIST] [KERNEL[:SHAPE]]...\n"
     "                            compile-only into the cache (default: every\n"
-    "                            kernel's default shape for sm_90 sm_100 sm_120)\n"
+    "                            kernel's default shape for sm_90a sm_100 sm_120)\n"
     "  gc [--max-bytes N]        sweep temp files, drop bad entries, evict LRU\n"
     "  clear                     remove every entry of the user's cache\n"
     "--all: also the read-only layers (KDTREE_CACHE_PATH, the prebuilt one).\n"
@@ -745,9 +745,9 @@ main(int argc, char **argv)
         return cmd_verify(all, del);
     if (strcmp(cmd, "explain") == 0 && (n_pos == 1 || n_pos == 2))
         return cmd_explain(pos[0], n_pos == 2 ? pos[1] : NULL,
-                           arch ? arch : "sm_90", nvrtc);
+                           arch ? arch : "sm_90a", nvrtc);
     if (strcmp(cmd, "populate") == 0)
-        return cmd_populate(arch ? arch : "sm_90 sm_100 sm_120", pos, n_pos);
+        return cmd_populate(arch ? arch : "sm_90a sm_100 sm_120", pos, n_pos);
     if (strcmp(cmd, "gc") == 0 && n_pos == 0)
         return cmd_gc(max_bytes);
     if (strcmp(cmd, "clear") == 0 && n_pos == 0)
