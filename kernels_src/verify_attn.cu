@@ -65,6 +65,106 @@ constexpr int W = (N_MAX + 31) / 32;          /* mask words per row */
 constexpr int ROWS = N_MAX * H;               /* folded rows per request */
 constexpr int D_QK = KDT_ATTN_D_QK;
 constexpr int D_V = KDT_ATTN_D_V;
+/* A block's request and KV range: the device-side values clamped (bad ones
+ * cannot make the kernel read outside the block table or the tree), its
+ * row tile (rows m0 .. m0 + BM_ - 1 of the request's folded ROWS) and its
+ * split's KV tiles [t0, t1) of BN_ tokens. */
+struct va_block {
+    int r, split, nsplit;
+    int past, nn, total, valid_rows, m0, t0, t1;
+    int64_t req_row0;
+};
+
+/* Fills `b` for this block.  False when its rows are all padding: then,
+ * unsplit, it has written their o = 0 and lse = -inf (split, the merge
+ * kernel writes them), and the block has nothing else to do. */
+template <int BM_, int BN_, int NT_>
+static __device__ __forceinline__ bool
+va_block_begin(va_block &b, const kdt_verify_attn_params &p)
+{
+    const int cap = p.max_pages * PAGE;
+    b.r = blockIdx.z;
+    b.split = blockIdx.y;
+    b.nsplit = p.num_splits;
+    b.past = min(max(p.past_len[b.r], 0), cap);
+    b.nn = min(max(p.n_nodes[b.r], 0), N_MAX);
+    b.total = min(b.past + b.nn, cap);
+    b.valid_rows = b.nn * H;
+    b.m0 = blockIdx.x * BM_;
+    b.req_row0 = (int64_t)b.r * ROWS;
+    if (b.m0 >= b.valid_rows) {
+        if (b.nsplit == 1) {
+            const int rows = min(BM_, ROWS - b.m0);
+            uint4 *o4 = (uint4 *)(p.o + (b.req_row0 + b.m0) * D_V);
+            for (int i = threadIdx.x; i < rows * D_V / 8; i += NT_)
+                o4[i] = make_uint4(0, 0, 0, 0);
+            if (p.lse && (int)threadIdx.x < rows)
+                p.lse[b.req_row0 + b.m0 + threadIdx.x] = kdt_neg_inf();
+        }
+        return false;
+    }
+    const int ntiles = (b.total + BN_ - 1) / BN_;
+    const int per = (ntiles + b.nsplit - 1) / b.nsplit;
+    b.t0 = min(b.split * per, ntiles);
+    b.t1 = min(b.t0 + per, ntiles);
+    return true;
+}
+
+/* Row m's log-sum-exp from its reference maximum and row sum (log2
+ * units): the natural-log lse when unsplit (-inf on padded rows), else the
+ * split's log2 value for the merge. */
+static __device__ __forceinline__ void
+va_store_lse(const kdt_verify_attn_params &p, const va_block &b, int m,
+             float m_ref, float l)
+{
+    if (m >= ROWS)
+        return;
+    const float lse2 = l > 0.f ? m_ref + kdt_log2(l) : kdt_neg_inf();
+    if (b.nsplit == 1) {
+        if (p.lse)
+            p.lse[b.req_row0 + m] = m < b.valid_rows
+                ? lse2 * 0.6931471805599453f : kdt_neg_inf();
+    } else {
+        float *ws_lse = p.workspace
+            + (int64_t)b.nsplit * p.n_requests * ROWS * D_V;
+        ws_lse[((int64_t)b.split * p.n_requests + b.r) * ROWS + m] = lse2;
+    }
+}
+
+/* Where row m's normalised O goes: bf16 into o when unsplit, f32 into the
+ * split's partial in the workspace otherwise; and its 1 / l (0 for a
+ * padded row, or one that saw nothing). */
+struct va_out {
+    uint16_t *o;
+    float *ws;
+    float inv;
+};
+
+static __device__ __forceinline__ va_out
+va_row_out(const kdt_verify_attn_params &p, const va_block &b, int m, float l)
+{
+    va_out d;
+    d.inv = l > 0.f && m < b.valid_rows ? 1.f / l : 0.f;
+    d.o = NULL;
+    d.ws = NULL;
+    if (b.nsplit == 1)
+        d.o = p.o + (b.req_row0 + m) * D_V;
+    else
+        d.ws = p.workspace
+            + (((int64_t)b.split * p.n_requests + b.r) * ROWS + m) * D_V;
+    return d;
+}
+
+/* Columns col, col + 1 of that row, from the unnormalised accumulator. */
+static __device__ __forceinline__ void
+va_put(const va_out &d, int col, float x0, float x1)
+{
+    if (d.ws)
+        *(float2 *)(d.ws + col) = make_float2(x0 * d.inv, x1 * d.inv);
+    else
+        *(uint32_t *)(d.o + col) = kdt_pack_bf16x2(x0 * d.inv, x1 * d.inv);
+}
+
 #if KDT_ATTN_WGMMA
 #include "verify_attn_wgmma.cuh"
 #else
@@ -282,37 +382,12 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int mt = blockIdx.x, split = blockIdx.y, r = blockIdx.z;
-    const int nsplit = p.num_splits;
-    const int cap = p.max_pages * PAGE;
-
-    /* Bad device-side values cannot make the kernel read outside the block
-     * table or the tree: they are clamped. */
-    const int past = min(max(p.past_len[r], 0), cap);
-    const int nn = min(max(p.n_nodes[r], 0), N_MAX);
-    const int total = min(past + nn, cap);
-    const int valid_rows = nn * H;
-    const int m0 = mt * BM;
-    const int64_t req_row0 = (int64_t)r * ROWS;
-
-    if (m0 >= valid_rows) {
-        /* Padded rows only.  Unsplit: write o = 0, lse = -inf here; split:
-         * the merge kernel writes them. */
-        if (nsplit == 1) {
-            const int rows = min(BM, ROWS - m0);
-            uint4 *o4 = (uint4 *)(p.o + (req_row0 + m0) * D_V);
-            for (int i = tid; i < rows * D_V / 8; i += NTHREADS)
-                o4[i] = make_uint4(0, 0, 0, 0);
-            if (p.lse && tid < rows)
-                p.lse[req_row0 + m0 + tid] = kdt_neg_inf();
-        }
+    va_block b;
+    if (!va_block_begin<BM, BN, NTHREADS>(b, p))
         return;
-    }
-
-    const int ntiles = (total + BN - 1) / BN;
-    const int per = (ntiles + nsplit - 1) / nsplit;
-    const int t0 = min(split * per, ntiles);
-    const int t1 = min(t0 + per, ntiles);
+    const int r = b.r, past = b.past, nn = b.nn, total = b.total;
+    const int valid_rows = b.valid_rows, m0 = b.m0, t0 = b.t0, t1 = b.t1;
+    const int64_t req_row0 = b.req_row0;
 
     const uint32_t ring = kdt_smem_addr(smem);
     float *slots = (float *)(smem + SLOTS_OFF);
@@ -480,20 +555,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
     if ((lane & 3) == 0) {
         l_s[srow] = l_part;
-        const int m = m0 + srow;
-        if (m < ROWS) {
-            const float lse2 = l_part > 0.f ? m_ref + kdt_log2(l_part)
-                                            : kdt_neg_inf();
-            if (nsplit == 1) {
-                if (p.lse)
-                    p.lse[req_row0 + m] = m < valid_rows
-                        ? lse2 * 0.6931471805599453f : kdt_neg_inf();
-            } else {
-                float *ws_lse = p.workspace
-                    + (int64_t)nsplit * p.n_requests * ROWS * D_V;
-                ws_lse[((int64_t)split * p.n_requests + r) * ROWS + m] = lse2;
-            }
-        }
+        va_store_lse(p, b, m0 + srow, m_ref, l_part);
     }
     __syncthreads();
 
@@ -502,35 +564,17 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             const int row = 16 * mi + (lane >> 2) + 8 * hf;
-            const int m = m0 + row;
-            if (m >= ROWS)
+            if (m0 + row >= ROWS)
                 continue;
-            const float l = l_s[row];
-            float inv = l > 0.f ? 1.f / l : 0.f;
-            if (m >= valid_rows)
-                inv = 0.f; /* padded row: o = 0 */
+            const va_out d = va_row_out(p, b, m0 + row, l_s[row]);
             const int col0 = NCOL * warp + 2 * (lane & 3);
-            if (nsplit == 1) {
-                uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-                    *(uint32_t *)(dst + 8 * nt) =
-                        kdt_pack_bf16x2(o[mi][nt][2 * hf] * inv,
-                                        o[mi][nt][2 * hf + 1] * inv);
-            } else {
-                float *dst = p.workspace
-                    + (((int64_t)split * p.n_requests + r) * ROWS + m) * D_V
-                    + col0;
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-                    *(float2 *)(dst + 8 * nt) =
-                        make_float2(o[mi][nt][2 * hf] * inv,
-                                    o[mi][nt][2 * hf + 1] * inv);
-            }
+            for (int nt = 0; nt < NT; ++nt)
+                va_put(d, col0 + 8 * nt, o[mi][nt][2 * hf],
+                       o[mi][nt][2 * hf + 1]);
         }
     }
 }
-
 #endif /* KDT_ATTN_WGMMA */
 
 /*

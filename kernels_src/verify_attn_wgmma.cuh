@@ -352,37 +352,12 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wtid = tid & 127, wwarp = wtid >> 5;
-    const int mt = blockIdx.x, split = blockIdx.y, r = blockIdx.z;
-    const int nsplit = p.num_splits;
-    const int cap = p.max_pages * PAGE;
-
-    /* Bad device-side values cannot make the kernel read outside the block
-     * table or the tree: they are clamped. */
-    const int past = min(max(p.past_len[r], 0), cap);
-    const int nn = min(max(p.n_nodes[r], 0), N_MAX);
-    const int total = min(past + nn, cap);
-    const int valid_rows = nn * H;
-    const int m0 = mt * BM;
-    const int64_t req_row0 = (int64_t)r * ROWS;
-
-    if (m0 >= valid_rows) {
-        /* Padded rows only.  Unsplit: write o = 0, lse = -inf here; split:
-         * the merge kernel writes them. */
-        if (nsplit == 1) {
-            const int rows = min(BM, ROWS - m0);
-            uint4 *o4 = (uint4 *)(p.o + (req_row0 + m0) * D_V);
-            for (int i = tid; i < rows * D_V / 8; i += NTHREADS)
-                o4[i] = make_uint4(0, 0, 0, 0);
-            if (p.lse && tid < rows)
-                p.lse[req_row0 + m0 + tid] = kdt_neg_inf();
-        }
+    va_block b;
+    if (!va_block_begin<BM, BN, NTHREADS>(b, p))
         return;
-    }
-
-    const int ntiles = (total + BN - 1) / BN;
-    const int per = (ntiles + nsplit - 1) / nsplit;
-    const int t0 = min(split * per, ntiles);
-    const int t1 = min(t0 + per, ntiles);
+    const int r = b.r, past = b.past, nn = b.nn, total = b.total;
+    const int valid_rows = b.valid_rows, m0 = b.m0, t0 = b.t0, t1 = b.t1;
+    const int64_t req_row0 = b.req_row0;
 
     const uint32_t raw = kdt_smem_addr(smem_raw);
     const uint32_t base = (raw + 1023u) & ~1023u;
@@ -592,24 +567,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             float l = l_part[h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const int row = r0 + 8 * h, m = m0 + row;
             if ((lane & 3) == 0) {
-                l_s[row] = l;
-                if (m < ROWS) {
-                    const float lse2 = l > 0.f ? m_ref[h] + kdt_log2(l)
-                                               : kdt_neg_inf();
-                    if (nsplit == 1) {
-                        if (p.lse)
-                            p.lse[req_row0 + m] = m < valid_rows
-                                ? lse2 * 0.6931471805599453f
-                                : kdt_neg_inf();
-                    } else {
-                        float *ws_lse = p.workspace
-                            + (int64_t)nsplit * p.n_requests * ROWS * D_V;
-                        ws_lse[((int64_t)split * p.n_requests + r) * ROWS + m] =
-                            lse2;
-                    }
-                }
+                l_s[r0 + 8 * h] = l;
+                va_store_lse(p, b, m0 + r0 + 8 * h, m_ref[h], l);
             }
         }
     }
@@ -617,30 +577,13 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const int row = r0 + 8 * h, m = m0 + row;
-        if (m >= ROWS)
+        const int row = r0 + 8 * h;
+        if (m0 + row >= ROWS)
             continue;
-        const float l = l_s[row];
-        float inv = l > 0.f ? 1.f / l : 0.f;
-        if (m >= valid_rows)
-            inv = 0.f; /* padded row: o = 0 */
+        const va_out d = va_row_out(p, b, m0 + row, l_s[row]);
         const int col0 = VCOLS * wg + c2;
-        if (nsplit == 1) {
-            uint16_t *dst = p.o + (req_row0 + m) * D_V + col0;
 #pragma unroll
-            for (int j = 0; j < 32; ++j)
-                *(uint32_t *)(dst + 8 * j) =
-                    kdt_pack_bf16x2(o[4 * j + 2 * h] * inv,
-                                    o[4 * j + 2 * h + 1] * inv);
-        } else {
-            float *dst = p.workspace
-                + (((int64_t)split * p.n_requests + r) * ROWS + m) * D_V
-                + col0;
-#pragma unroll
-            for (int j = 0; j < 32; ++j)
-                *(float2 *)(dst + 8 * j) =
-                    make_float2(o[4 * j + 2 * h] * inv,
-                                o[4 * j + 2 * h + 1] * inv);
-        }
+        for (int j = 0; j < 32; ++j)
+            va_put(d, col0 + 8 * j, o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
     }
 }

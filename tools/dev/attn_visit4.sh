@@ -6,6 +6,9 @@
 # body.  Results under $OUT: build.log, check.log, bench.log,
 # sanitizer.log, summary.txt.
 #
+# (It replaced attn_visit3.sh, the mma.sync-only visit of the third
+# session, in the history up to 997a8dc.)
+#
 # Variants NAME:ARCH:FLAGS[:HARNESS] (commas become spaces; HARNESS, the
 # harness source to build, defaults to tools/dev/attn_harness.cu: a copy
 # that includes an older kernel from its own directory measures that one
