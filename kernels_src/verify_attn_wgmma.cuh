@@ -257,30 +257,41 @@ sw_piece(int rows, int row, int c)
                       + (((c & 7) ^ (row & 7)) << 4));
 }
 
-/* WG1's part of loading KV tile t into the stage at `dst`: 8 threads a
- * token (piece c = 8 k + wtid % 8), 16 tokens a pass, 4 passes; tokens at
- * or past `total` are zero-filled (never read, and 0 * P cannot be NaN). */
+/* The KV rows a thread of WG1 copies: token 16 i + wtid/8 of a tile,
+ * i < BN/16.  kv_rows gives their element offsets in the cache (-1: past
+ * `total`), read from the block table a tile before the copy needs them,
+ * so that read's latency is not in front of the cp.async. */
 static __device__ __forceinline__ void
-load_kv_tile(uint32_t dst, int wtid, int t, int total,
-             const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
+kv_rows(int64_t (&row)[BN / 16], int wtid, int t, int total,
+        const int32_t *__restrict__ bt)
 {
-    const int sub = wtid >> 3, part = wtid & 7;
 #pragma unroll
-    for (int pass = 0; pass < BN / 16; ++pass) {
-        const int tok = 16 * pass + sub;
-        const int pos = t * BN + tok;
-        const uint16_t *src = kv;
-        int bytes = 0;
-        if (pos < total) {
-            const int page = __ldg(bt + pos / PAGE);
-            src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + part * 8;
-            bytes = 16;
-        }
+    for (int i = 0; i < BN / 16; ++i) {
+        const int pos = t * BN + 16 * i + (wtid >> 3);
+        row[i] = pos < total
+            ? ((int64_t)__ldg(bt + pos / PAGE) * PAGE + pos % PAGE) * D_QK
+            : -1;
+    }
+}
+
+/* WG1's loading of a KV tile (rows from kv_rows) into the stage at `dst`:
+ * 8 threads a token (piece c = 8 k + wtid % 8), 16 tokens a pass; rows
+ * past the end are zero-filled (never read, and 0 * P cannot be NaN). */
+static __device__ __forceinline__ void
+load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
+             const uint16_t *__restrict__ kv)
+{
+    const int part = wtid & 7;
+#pragma unroll
+    for (int i = 0; i < BN / 16; ++i) {
+        const int tok = 16 * i + (wtid >> 3);
+        const bool ok = row[i] >= 0;
+        const uint16_t *src = ok ? kv + row[i] + part * 8 : kv;
         const uint32_t d = dst + tok * 128 + ((part ^ (tok & 7)) << 4);
 #pragma unroll
         for (int k = 0; k < KBLK; ++k)
-            kdt_cp_async16(d + k * BLK_BYTES, src + (bytes ? k * 64 : 0),
-                           bytes);
+            kdt_cp_async16(d + k * BLK_BYTES, src + (ok ? k * 64 : 0),
+                           ok ? 16 : 0);
     }
 }
 
@@ -379,8 +390,11 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                            ok ? q + (int64_t)row * D_QK + c * 8 : q,
                            ok ? 16 : 0);
         }
-        if (wg == 1 && t0 < t1)
-            load_kv_tile(sk, wtid, t0, total, kv, bt);
+        if (wg == 1 && t0 < t1) {
+            int64_t rows[BN / 16];
+            kv_rows(rows, wtid, t0, total, bt);
+            load_kv_tile(sk, wtid, rows, kv);
+        }
         kdt_cp_async_commit();
         kdt_cp_async_wait<0>();
         proxy_fence();
@@ -526,16 +540,17 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         if (t1 > t0)
             bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
     } else {
+        int64_t rows[BN / 16]; /* of tile t+1 */
+        kv_rows(rows, wtid, t0 + 1, total, bt);
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0, b = it & 1, nb = b ^ 1;
             /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
             if (it > 0)
                 bar_sync(BAR_KEMPTY + nb);
-#ifndef KDT_ATTN_WG_NOLOAD
             if (t + 1 < t1)
-                load_kv_tile(sk + nb * TILE_BYTES, wtid, t + 1, total, kv, bt);
-#endif
+                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
             kdt_cp_async_commit();
+            kv_rows(rows, wtid, t + 2, total, bt);
 
             bar_sync(BAR_PFULL);
             rescale(o, alpha_s[r0], alpha_s[r0 + 8]);
