@@ -7,9 +7,15 @@
  * S = Q K^T (K = 576) and O = P V (V = the first 512 dims of the same
  * rows), with an online softmax between them.
  *
- * Block = BM (64; 32 as a variant) folded rows x one range of KV tiles
- * ("split") of one request, BM / 8 warps.  Roles inside a KV tile of
- * BN = 16 tokens:
+ * Two bodies share this file's contract, grid shape, block setup,
+ * epilogue stores and merge kernel: on sm_90a (Hopper) the wgmma one in
+ * verify_attn_wgmma.cuh (KDT_ATTN_WGMMA = 1, see kdt_attn_tiles.h); on
+ * every other target the mma.sync one below, which fits the 99 KB a block
+ * gets on sm_120.
+ *
+ * The mma.sync body.  Block = BM (64; 32 as a variant) folded rows x one
+ * range of KV tiles ("split") of one request, BM / 8 warps.  Roles inside
+ * a KV tile of BN = 16 tokens:
  *  - QK: warp (h, q) = (warp / 4, warp % 4) computes the partial S of rows
  *    32h..32h+31 over its quarter of the 576 dims (128 c_kv dims + 16 k_pe
  *    dims), from Q fragments it keeps in registers for the whole block, and

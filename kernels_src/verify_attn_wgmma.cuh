@@ -19,9 +19,13 @@
  *    online softmax (ancestor mask on tail tiles only), P (bf16) and the
  *    per-row rescale factor into shared memory, then O[:, 0:256] += P V.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
- *    stage), then O[:, 256:512] += P V once P is published.
+ *    stage; the block-table entries a tile before that), then
+ *    O[:, 256:512] += P V once P is published.
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
- * each one waited before its producer can reach it again.
+ * each one waited before its producer can reach it again.  What bounds
+ * it (the tensor pipe idles through the softmax, and two stages are all
+ * that fit beside Q) and what was tried: tools/dev/ATTN_NOTES.md, fifth
+ * session.
  *
  * Shared memory (one 1024-byte-aligned base): Q 64 x 576 bf16, two KV
  * stages of 64 x 576, P 64 x 64, alpha[64], l[64].  Every operand tile is
