@@ -129,7 +129,7 @@ def default_shape(kernel):
 
 
 def compile(kernel, arch, shape=None, **constants):
-    """Compiles `kernel` for `arch` ("sm_90", "sm_120", "compute_90") with
+    """Compiles `kernel` for `arch` ("sm_90a", "sm_120", "compute_90") with
     the given shape into the cache, without a GPU.  Returns True when the
     entry was already cached."""
     shape = _shape_string(shape, constants, "compile")
@@ -274,7 +274,8 @@ class Runtime(object):
 
     @property
     def arch(self):
-        """The device's architecture as the runtime targets it ("sm_90")."""
+        """The device's architecture as the runtime targets it ("sm_90a" on
+        Hopper, "sm_120")."""
         return _text(self._ffi, self._lib.kdtree_runtime_arch(
             self._handle("arch")))
 
