@@ -62,12 +62,8 @@
 /* V's descriptor (MN-major, 128-byte swizzle): the leading offset steps
  * 64 V columns (one 64-column block of a KV tile), the stride offset 8
  * tokens. */
-#ifndef KDT_ATTN_WG_V_LBO
 #define KDT_ATTN_WG_V_LBO (KDT_ATTN_WG_BN * 128)
-#endif
-#ifndef KDT_ATTN_WG_V_SBO
 #define KDT_ATTN_WG_V_SBO 1024
-#endif
 /* The merge kernel: a block per output row, a thread per 4 columns. */
 #define KDT_ATTN_MERGE_THREADS 128
 #define KDT_ATTN_MAX_SPLITS 64

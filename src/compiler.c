@@ -236,8 +236,8 @@ kdt_nvrtc_pick_target(const kdt_nvrtc *n, int major, int minor, char *target,
 {
     int arch = major * 10 + minor;
     if (kdt_nvrtc_supports(n, arch)) {
-        /* sm_90a on Hopper, as the runtime names it (runtime.c) */
-        snprintf(target, target_size, "sm_%d%s", arch, arch == 90 ? "a" : "");
+        snprintf(target, target_size, "sm_%d%s", arch,
+                 kdt_arch_suffix(arch));
         *kind = KDT_PAYLOAD_CUBIN;
         return KDTREE_OK;
     }

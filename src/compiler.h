@@ -21,6 +21,17 @@ const kdt_nvrtc *kdt_nvrtc_get(int *status);
  * build of the loaded library, for the cache key.  Holds no path. */
 const char *kdt_nvrtc_version(const kdt_nvrtc *n);
 
+/* The suffix of the cubin target for sm_<arch> (arch = 10*major+minor):
+ * "a" for 9.0, Hopper alone (H100, H200, GH200), whose arch-specific
+ * instructions (wgmma, for verify_attn) an sm_90a cubin may use and which
+ * runs on exactly that capability; "" elsewhere.  The runtime's name for
+ * its device and NVRTC's target both take it from here. */
+static inline const char *
+kdt_arch_suffix(int arch)
+{
+    return arch == 90 ? "a" : "";
+}
+
 /* Chooses the target for a device of compute capability major.minor: a
  * cubin for sm_XY when NVRTC supports XY, else PTX for the highest
  * compute_XY it supports that is not above the device's (sm_90a, not

@@ -73,11 +73,9 @@ kdtree_runtime_create(kdtree_runtime **out, int32_t device)
                                 rt->dev) != CUDA_SUCCESS)
         clusters = 0;
     rt->max_cluster = clusters && d->launch_kernel_ex ? 8 : 1;
-    /* Compute capability 9.0 is Hopper alone (H100, H200, GH200): its
-     * cubins are built as sm_90a, whose arch-specific instructions
-     * (wgmma, for verify_attn) run on exactly this capability. */
+    /* "sm_90a" on Hopper (kdt_arch_suffix) */
     int cc = rt->cc_major * 10 + rt->cc_minor;
-    snprintf(rt->arch, sizeof rt->arch, "sm_%d%s", cc, cc == 90 ? "a" : "");
+    snprintf(rt->arch, sizeof rt->arch, "sm_%d%s", cc, kdt_arch_suffix(cc));
     /* The primary context is the one PyTorch and CuPy use, so our modules
      * and their allocations live in the same context. */
     if ((r = d->primary_ctx_retain(&rt->ctx, rt->dev)) != CUDA_SUCCESS) {
