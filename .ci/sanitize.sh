@@ -93,8 +93,8 @@ EOF
     # shellcheck disable=SC2086
     "$cc_fuzz" -g -O1 -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=undefined -DKDT_FUZZ_LIBFUZZER -DXXH_INLINE_ALL \
-        -I"$build" -I"$src/src" $cpp \
-        "$src/tests/fuzz_entry.c" "$src/src/key.c" "$src/src/cache_entry.c" \
+        -I"$build" -I"$src/include" -I"$src/src" $cpp \
+        "$src/tests/fuzz_entry.c" "$src/src/cache/key.c" "$src/src/cache/entry.c" \
         -o "$build/fuzz_entry"
     mkdir -p "$build/fuzz-corpus"
     cp "$src"/tests/fuzz_corpus/* "$build/fuzz-corpus/"

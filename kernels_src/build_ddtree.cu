@@ -63,7 +63,7 @@ constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
 // check): even at B = 16.
 constexpr int LOOP_MAX_B = 16;
 
-// Dynamic shared memory, in this order (src/kernel_build_ddtree.c computes
+// Dynamic shared memory, in this order (src/kernels/build_ddtree.c computes
 // the same size; the kernel traps if it gets less):
 //   float lp[L*KS]           the request's log-probs, NaN -> -inf: the
 //                            first KS ranks of each row (lp_at)
@@ -136,7 +136,7 @@ cap_at(int ks)
 // The threshold path exists with cap elements: the search wants a window
 // [B, CAP] at least twice as wide as B, and sd_bound's scratch (SD_BINS =
 // 256 ints and L floats) must fit the 8 bytes an element of scratch (CAP
-// >= THREADS: a bin a thread there).  src/kernel_build_ddtree.c applies
+// >= THREADS: a bin a thread there).  src/kernels/build_ddtree.c applies
 // the same rule.
 __host__ __device__ constexpr bool
 fast_with(int cap)

@@ -1,7 +1,7 @@
 /*
  * kdt_attn_tiles.h: the tile geometry of verify_attn that the host must
  * agree on (grid, block, dynamic shared memory, workspace layout).  Plain
- * macros so that both the C launcher (src/kernel_verify_attn.c) and the
+ * macros so that both the C launcher (src/kernels/verify_attn.c) and the
  * kernel (verify_attn.cu, through NVRTC) read the same numbers.
  *
  * Why these numbers (H200/H100 and the 99 KB per-block limit of sm_120):

@@ -9,7 +9,7 @@
  * under the x86-64 and nvptx64 ABIs.
  *
  * Shapes that a kernel is specialised on are not here: they reach NVRTC as
- * -DKDT_<NAME>=<value> options (see src/kernels.c) and are compile-time
+ * -DKDT_<NAME>=<value> options (see src/jit/obtain.c) and are compile-time
  * constants in the kernel.
  */
 #ifndef KDT_PARAMS_H

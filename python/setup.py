@@ -15,7 +15,7 @@ class BuildPy(build_py):
     def run(self):
         build_py.run(self)
         src = os.environ.get("KDTREE_HEADER") or os.path.join(
-            HERE, "..", "src", "kdtree.h")
+            HERE, "..", "include", "kdtree.h")
         dst = os.path.join(self.build_lib, "kdtree_jit", "kdtree.h")
         if os.path.exists(src):
             self.mkpath(os.path.dirname(dst))

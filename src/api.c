@@ -1,6 +1,6 @@
 /*
  * api.c: the library-level entry points: versions, limits, prepare and
- * compile-only.  Each kernel's own entry point is in src/kernel_<name>.c.
+ * compile-only.  Each kernel's own entry point is in src/kernels/<name>.c.
  */
 #include "config.h"
 
@@ -8,12 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cache.h"
-#include "error.h"
-#include "kernels.h"
-#include "compiler.h"
-#include "runtime.h"
-#include "validate.h"
+#include "cache/cache.h"
+#include "base/error.h"
+#include "jit/obtain.h"
+#include "jit/registry.h"
+#include "cuda/nvrtc.h"
+#include "runtime/runtime.h"
+#include "base/validate.h"
 
 #define STR2(x) #x
 #define STR(x) STR2(x)

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cache_testutil.h"
-#include "error.h"
+#include "base/error.h"
 #include "kdtree.h"
 
 char ct_base[256];

@@ -9,8 +9,8 @@
 #include <check.h>
 #include <stddef.h>
 
-#include "cache.h"
-#include "key.h"
+#include "cache/cache.h"
+#include "cache/key.h"
 
 /* The test's temp directory ("/tmp/kdt-cache-XXXXXX"). */
 extern char ct_base[256];

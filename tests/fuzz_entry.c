@@ -4,7 +4,7 @@
  *
  * Built three ways:
  *  - libFuzzer (.ci/sanitize.sh: clang -fsanitize=fuzzer,address,undefined
- *    -DKDT_FUZZ_LIBFUZZER, linked with src/key.c and src/cache_entry.c
+ *    -DKDT_FUZZ_LIBFUZZER, linked with src/cache/key.c and src/cache/entry.c
  *    only; the stubs below stand in for error.c);
  *  - -DKDT_FUZZ_STANDALONE (make check's test_cache_fuzz): runs the seed
  *    corpus, then a bounded deterministic mutation loop
@@ -27,9 +27,9 @@
 
 #include <xxhash.h>
 
-#include "cache.h"
-#include "cache_admin.h"
-#include "error.h"
+#include "cache/cache.h"
+#include "cache/admin.h"
+#include "base/error.h"
 
 #ifdef KDT_FUZZ_LIBFUZZER
 /* error.c's part, without the rest of the library. */

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "cuda/driver.h"
 #include "gpu.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 static kdtree_runtime *rt;
 static const kdt_driver *drv;

@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "driver.h"
-#include "error.h"
+#include "cache/cache.h"
+#include "cuda/driver.h"
+#include "base/error.h"
 #include "kdtree.h"
 
 #define SKIP 77

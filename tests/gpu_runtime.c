@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
-#include "driver.h"
+#include "cache/cache.h"
+#include "cuda/driver.h"
 #include "gpu.h"
 #include "kdtree.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 static const kdt_driver *drv;
 static char cache_dir[256];

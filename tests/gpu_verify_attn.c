@@ -32,7 +32,7 @@
 #include "ref_ddtree.h"
 #include "ref_verify_attn.h"
 
-/* src/kernel_verify_attn.c's test hook: > 0 forces the split count. */
+/* src/kernels/verify_attn.c's test hook: > 0 forces the split count. */
 extern int kdt_verify_attn_splits_override;
 
 #define D_QK 576

@@ -17,10 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "cache/cache.h"
 #include "kdtree.h"
-#include "kernels.h"
-#include "runtime.h"
+#include "jit/registry.h"
+#include "jit/sources.h"
+#include "runtime/runtime.h"
 
 static char cache_dir[256];
 

@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "cache_admin.h"
+#include "cache/cache.h"
+#include "cache/admin.h"
 #include "cache_testutil.h"
-#include "error.h"
+#include "base/error.h"
 #include <xxhash.h>
 #include "kdtree.h"
 

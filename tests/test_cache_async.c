@@ -29,12 +29,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "cache_admin.h"
+#include "cache/cache.h"
+#include "cache/admin.h"
 #include "cache_testutil.h"
-#include "error.h"
+#include "base/error.h"
 #include "kdtree.h"
-#include "kernels.h"
+#include "jit/obtain.h"
+#include "jit/registry.h"
 
 #define KERNEL "tree_accept"
 #define TARGET "sm_90"

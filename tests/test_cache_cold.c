@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "cache/cache.h"
 #include "cache_testutil.h"
-#include "error.h"
+#include "base/error.h"
 #include "kdtree.h"
 
 #define N_PROCS 16

@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "cache_admin.h"
+#include "cache/cache.h"
+#include "cache/admin.h"
 #include "cache_testutil.h"
-#include "error.h"
+#include "base/error.h"
 
 #define N_PROCS 16
 #define N_KEYS 3

@@ -17,7 +17,7 @@
 
 #include "compile_suite.h"
 #include "kdtree.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 static const char *const shapes[] = {
     "H=8,PAGE=64,N_MAX=65",    "H=1,PAGE=1,N_MAX=1",

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "key.h"
+#include "cache/key.h"
 
 /* A fixed preimage shaped like the ones kernels.c builds.  If this test
  * fails, the key format changed: that orphans every cache on every machine,

@@ -16,7 +16,7 @@ if ! python3 -c "import cffi" >/dev/null 2>&1; then
     exit 77
 fi
 KDTREE_LIBRARY=${KDTREE_LIBRARY:-$top_build/.libs/libkdtree.so}
-KDTREE_HEADER=${KDTREE_HEADER:-$top_src/src/kdtree.h}
+KDTREE_HEADER=${KDTREE_HEADER:-$top_src/include/kdtree.h}
 PYTHONPATH=$top_src/python${PYTHONPATH:+:$PYTHONPATH}
 export KDTREE_LIBRARY KDTREE_HEADER PYTHONPATH
 if [ ! -e "$KDTREE_LIBRARY" ]; then

@@ -23,12 +23,13 @@
 #include <unistd.h>
 
 #include "bench_suite.h"
-#include "cache.h"
-#include "driver.h"
-#include "error.h"
-#include "kernels.h"
-#include "compiler.h"
-#include "runtime.h"
+#include "cache/cache.h"
+#include "cuda/driver.h"
+#include "base/error.h"
+#include "jit/registry.h"
+#include "jit/sources.h"
+#include "cuda/nvrtc.h"
+#include "runtime/runtime.h"
 
 /* The H200 limits the report compares against: measured device-to-device
  * copy bandwidth and dense bf16 tensor throughput. */

@@ -9,10 +9,10 @@
 #include <time.h>
 
 #include "bench_suite.h"
-#include "driver.h"
+#include "cuda/driver.h"
 #include "kdt_params.h"
-#include "kernels.h"
-#include "runtime.h"
+#include "jit/registry.h"
+#include "runtime/runtime.h"
 
 #define TA_N_MAX 65
 #define TA_L 15
@@ -208,7 +208,7 @@ bench_tree_accept(bench_ctx *b)
 /* ---- host cost over a bare launch ---------------------------------------
  *
  * The same loaded function, the same parameter struct and the same launch
- * geometry as the API uses (mirrors src/kernel_tree_accept.c), launched
+ * geometry as the API uses (mirrors src/kernels/tree_accept.c), launched
  * with cuLaunchKernel with the context already current: what a user who
  * hand-wrote the launch would pay.  The API adds argument checks, the table
  * lookup and the context push/pop.  Each batch is short enough never to
@@ -294,7 +294,7 @@ bench_tree_accept_overhead(bench_ctx *b)
     bare.fn = m->fn[0];
     bare.stream = bench_stream(b);
     bare.params[0] = &p;
-    /* One thread per request in blocks of 128, as src/kernel_tree_accept.c
+    /* One thread per request in blocks of 128, as src/kernels/tree_accept.c
      * launches it (TA_THREADS there). */
     bare.grid = 1;
     bare.block = 128;

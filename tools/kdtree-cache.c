@@ -27,12 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "cache_admin.h"
-#include "error.h"
+#include "cache/cache.h"
+#include "cache/admin.h"
+#include "base/error.h"
 #include "kdtree.h"
-#include "kernels.h"
-#include "key.h"
+#include "jit/obtain.h"
+#include "jit/registry.h"
+#include "cache/key.h"
 
 enum { EXIT_OK = 0, EXIT_NO = 1, EXIT_USAGE = 2, EXIT_CACHE = 3 };
 

@@ -65,7 +65,7 @@ def header_candidates(library_path=None):
     if env:
         out.append(env)
     out.append(os.path.join(_HERE, "kdtree.h"))
-    out.append(os.path.join(_SRC_ROOT, "src", "kdtree.h"))
+    out.append(os.path.join(_SRC_ROOT, "include", "kdtree.h"))
     if library_path:
         libdir = os.path.dirname(os.path.realpath(library_path))
         # <prefix>/lib[/triplet]/libkdtree.so -> <prefix>/include

@@ -15,7 +15,7 @@
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
  *
  * SPLITS 0 means "what the library would pick" (same rule as
- * src/kernel_verify_attn.c, repeated here).
+ * src/kernels/verify_attn.c, repeated here).
  */
 #include <cstdio>
 #include <cstdlib>

@@ -1,0 +1,62 @@
+/*
+ * cuda/nvrtc.h: the NVRTC compiler, dlopen'ed on the first cache miss.
+ *
+ * With no NVRTC a warm cache still serves every launch; only a miss fails,
+ * with KDTREE_ERROR_NO_COMPILER.
+ */
+#ifndef KDT_COMPILER_H
+#define KDT_COMPILER_H
+
+#include <stddef.h>
+
+#include "base/blob.h"
+
+typedef struct kdt_nvrtc kdt_nvrtc;
+
+/* The compiler, loaded once per process; NULL with *status set
+ * (KDTREE_ERROR_NO_COMPILER) and the last error recorded. */
+const kdt_nvrtc *kdt_nvrtc_get(int *status);
+
+/* "13.0 build 36424714" or similar: the version and whatever identifies the
+ * build of the loaded library, for the cache key.  Holds no path. */
+const char *kdt_nvrtc_version(const kdt_nvrtc *n);
+
+/* The suffix of the cubin target for sm_<arch> (arch = 10*major+minor):
+ * "a" for 9.0, Hopper alone (H100, H200, GH200), whose arch-specific
+ * instructions (wgmma, for verify_attn) an sm_90a cubin may use and which
+ * runs on exactly that capability; "" elsewhere.  The runtime's name for
+ * its device and NVRTC's target both take it from here. */
+static inline const char *
+kdt_arch_suffix(int arch)
+{
+    return arch == 90 ? "a" : "";
+}
+
+/* Chooses the target for a device of compute capability major.minor: a
+ * cubin for sm_XY when NVRTC supports XY, else PTX for the highest
+ * compute_XY it supports that is not above the device's (sm_90a, not
+ * sm_90, on Hopper).  Writes "sm_90a", "sm_120" or "compute_89" into
+ * `target` and the payload kind into *kind.  Fails with
+ * KDTREE_ERROR_ARCH when nothing fits. */
+int kdt_nvrtc_pick_target(const kdt_nvrtc *n, int major, int minor,
+                          char *target, size_t target_size, int *kind);
+
+/* 1 when NVRTC can emit a cubin for sm_<arch> (arch = 10*major+minor). */
+int kdt_nvrtc_supports(const kdt_nvrtc *n, int arch);
+
+/* Compiles `src` (named `name` in diagnostics) with in-memory headers and
+ * options.  kind KDT_PAYLOAD_CUBIN asks for a cubin (options must carry
+ * -arch=sm_XY), KDT_PAYLOAD_PTX for PTX.  On success *out owns a malloc'ed
+ * payload; on a rejected source the status is KDTREE_ERROR_COMPILE and the
+ * last error carries the whole log. */
+int kdt_nvrtc_compile(const kdt_nvrtc *n, const char *src, const char *name,
+                      int n_headers, const char *const *header_src,
+                      const char *const *header_names, int n_opts,
+                      const char *const *opts, int kind, kdt_blob *out);
+
+/* Test hook: the library name to dlopen instead of the default search
+ * (NULL restores it; "" makes the compiler unavailable).  Only before the
+ * first kdt_nvrtc_get(). */
+void kdt_nvrtc_set_library(const char *name);
+
+#endif /* KDT_COMPILER_H */

@@ -1,0 +1,69 @@
+/*
+ * jit/registry.h: the kernel registry: each kernel's name, sources, constants
+ * with their ranges, and entry points; shapes (parse, check, format).
+ *
+ * Each kernel's definition and its public launch function live together in
+ * src/kernels/<name>.c; this header is what they share with the rest.
+ */
+#ifndef KDT_JIT_REGISTRY_H
+#define KDT_JIT_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KDT_MAX_CONSTS 6
+#define KDT_MAX_FUNCS 4
+
+enum kdt_kernel_id {
+    KDT_KERNEL_DRAFT_TOPK = 0,
+    KDT_KERNEL_BUILD_DDTREE = 1,
+    KDT_KERNEL_VERIFY_ATTN = 2,
+    KDT_KERNEL_TREE_ACCEPT = 3,
+    KDT_KERNEL_COUNT = 4
+};
+
+/* One specialisation constant: reaches NVRTC as -DKDT_<name>=<value>. */
+typedef struct kdt_const_def {
+    const char *name; /* "N_MAX" */
+    int64_t min;
+    int64_t max;
+    /* Symbolic values accepted in shape strings, value i <-> names[i]
+     * ("f32", "bf16" for DTYPE), NULL-terminated; or NULL. */
+    const char *const *names;
+} kdt_const_def;
+
+typedef struct kdt_kernel_def {
+    const char *name;          /* "tree_accept" */
+    const char *source;        /* "tree_accept.cu" in kernels_src/ */
+    const char *const *headers; /* every file it #includes, NULL-ended */
+    const char *const *functions; /* extern "C" entry points, NULL-ended */
+    int n_consts;
+    kdt_const_def consts[KDT_MAX_CONSTS];
+    /* Rules between constants (K <= V, say); NULL when none.  Returns 0,
+     * or a status with the last error set. */
+    int (*check)(const int64_t *vals);
+    const char *default_shape; /* "N_MAX=65,L=15" */
+} kdt_kernel_def;
+
+/* The definitions, in kdt_kernel_id order (each from its kernel_*.c). */
+extern const kdt_kernel_def kdt_def_draft_topk;
+extern const kdt_kernel_def kdt_def_build_ddtree;
+extern const kdt_kernel_def kdt_def_verify_attn;
+extern const kdt_kernel_def kdt_def_tree_accept;
+
+const kdt_kernel_def *kdt_kernel_def_get(int id);
+/* The id of the named kernel, or -1. */
+int kdt_kernel_find(const char *name);
+
+/* Validates `vals` against the kernel's ranges and rules: each constant
+ * outside its range is refused with a message naming it and the range
+ * (KDTREE_ERROR_SHAPE). */
+int kdt_kernel_check(int id, const int64_t *vals);
+
+/* Parses "N_MAX=65,L=15" (any order, each constant exactly once, symbolic
+ * names allowed) into vals in declaration order, and checks them. */
+int kdt_shape_parse(int id, const char *shape, int64_t *vals);
+/* The canonical text of a shape: constants in declaration order. */
+void kdt_shape_format(int id, const int64_t *vals, char *out, size_t size);
+
+#endif /* KDT_JIT_REGISTRY_H */

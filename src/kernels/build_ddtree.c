@@ -1,0 +1,186 @@
+/*
+ * kernels/build_ddtree.c: the build_ddtree kernel's registry definition and
+ * its launch function kdtree_build_ddtree() (specs/kernels.md §2).
+ */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "base/error.h"
+#include "kdt_params.h"
+#include "kdtree.h"
+#include "jit/registry.h"
+#include "runtime/runtime.h"
+#include "base/validate.h"
+
+/* Must match kernels_src/build_ddtree.cu: THREADS, LOOP_MAX_B, KS_MIN and
+ * the shared-memory layout (the first KS log-probs of each row, node
+ * scores, six int16 tree arrays, then a region the loop path's slots or
+ * the threshold path's CAP elements of 24 bytes share).  The kernel traps
+ * if it gets less. */
+#define BD_THREADS 256
+#define BD_LOOP_MAX_B 16
+#define BD_KS_MIN 64
+#define BD_ELEM_BYTES 24
+#define BD_SMEM_LIMIT (99 * 1024 - 1024) /* sm_120's 99 KiB, less static */
+#define BD_MAX_LK 16384 /* L*K floats: 64 KiB, so that all fits 99 KiB */
+
+static int64_t
+bd_pad16(int64_t x)
+{
+    return (x + 15) & ~(int64_t)15;
+}
+
+/* Where the region starts when ks ranks of each row are kept. */
+static int64_t
+bd_region(int64_t L, int64_t ks, int64_t n_max)
+{
+    return bd_pad16(4 * L * ks) + bd_pad16(4 * n_max) + bd_pad16(12 * n_max);
+}
+
+/* The threshold path's element capacity there: the largest power of two
+ * from 32 that fits, at most 16 N_MAX and 16384 (0: none). */
+static int64_t
+bd_cap(int64_t L, int64_t ks, int64_t n_max)
+{
+    int64_t region = bd_region(L, ks, n_max), cap = 0;
+    for (int64_t c = 32; c <= 16384 && c <= 16 * n_max; c *= 2)
+        if (region + c * BD_ELEM_BYTES <= BD_SMEM_LIMIT)
+            cap = c;
+    return cap;
+}
+
+/* The kernel's fast_with: the threshold path exists with cap elements (a
+ * window [B, CAP] twice as wide as B, a bin a thread for sd_bound: 256
+ * ints and L floats in the 8-byte keys). */
+static int
+bd_fast(int64_t L, int64_t n_max, int64_t cap)
+{
+    return cap >= 2 * (n_max - 1) && cap >= BD_THREADS &&
+           (256 + L) * 4 <= 8 * cap && n_max - 1 > BD_LOOP_MAX_B;
+}
+
+/* The kernel's KS: K where the threshold path fits beside all ranks, else
+ * the largest power of two below K, down to KS_MIN, where it does. */
+static int64_t
+bd_ks(int64_t L, int64_t K, int64_t n_max)
+{
+    if (bd_fast(L, n_max, bd_cap(L, K, n_max)))
+        return K;
+    int64_t ks = 1;
+    while (2 * ks < K)
+        ks *= 2;
+    for (; ks >= BD_KS_MIN; ks /= 2)
+        if (bd_fast(L, n_max, bd_cap(L, ks, n_max)))
+            return ks;
+    return K;
+}
+
+static unsigned
+bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
+{
+    int64_t ks = bd_ks(L, K, n_max), cap = bd_cap(L, ks, n_max);
+    int64_t loop = 16 * n_max, fast = 0;
+    if (bd_fast(L, n_max, cap))
+        fast = cap * BD_ELEM_BYTES;
+    return (unsigned)(bd_region(L, ks, n_max) + (fast > loop ? fast : loop));
+}
+
+static int
+bd_check(const int64_t *vals)
+{
+    if (vals[0] * vals[1] > BD_MAX_LK)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "build_ddtree: L*K = %lld exceeds %d (the "
+                        "request's log-probs are kept in shared memory)",
+                        (long long)(vals[0] * vals[1]), BD_MAX_LK);
+    return KDTREE_OK;
+}
+
+static const char *const bd_headers[] = {"kdt_params.h", NULL};
+static const char *const bd_functions[] = {"kdt_build_ddtree", NULL};
+
+const kdt_kernel_def kdt_def_build_ddtree = {
+    .name = "build_ddtree",
+    .source = "build_ddtree.cu",
+    .headers = bd_headers,
+    .functions = bd_functions,
+    .n_consts = 3,
+    .consts =
+        {
+            /* Draft depths (with the rule L*K <= 16384). */
+            {"L", 1, 1024, NULL},
+            /* Candidates per depth. */
+            {"K", 1, 1024, NULL},
+            /* Rows per tree, root included: B_MAX + 1. */
+            {"N_MAX", 1, 1025, NULL},
+        },
+    .check = bd_check,
+    .default_shape = "L=15,K=64,N_MAX=65",
+};
+
+KDT_EXPORT int32_t
+kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
+                    uint64_t parent, uint64_t depth, uint64_t position,
+                    uint64_t first_child, uint64_t next_sibling,
+                    uint64_t score, uint64_t anc_mask, uint64_t lp,
+                    uint64_t ids, uint64_t budget, uint64_t depth_limit,
+                    uint64_t root_token, uint64_t past_len,
+                    int32_t n_requests, int32_t L, int32_t k, int32_t n_max,
+                    void *stream)
+{
+    static const char fn[] = "kdtree_build_ddtree";
+    int st;
+    kdt_clear_error();
+    if ((st = kdt_check_runtime(rt, fn)) ||
+        (st = kdt_check_ptr(fn, "n_nodes", n_nodes, 4)) ||
+        (st = kdt_check_ptr(fn, "token", token, 4)) ||
+        (st = kdt_check_ptr(fn, "parent", parent, 4)) ||
+        (st = kdt_check_ptr(fn, "depth", depth, 4)) ||
+        (st = kdt_check_ptr(fn, "position", position, 4)) ||
+        (st = kdt_check_ptr(fn, "first_child", first_child, 4)) ||
+        (st = kdt_check_ptr(fn, "next_sibling", next_sibling, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "score", score, 4)) ||
+        (st = kdt_check_ptr(fn, "anc_mask", anc_mask, 4)) ||
+        (st = kdt_check_ptr(fn, "lp", lp, 4)) ||
+        (st = kdt_check_ptr(fn, "ids", ids, 4)) ||
+        (st = kdt_check_ptr(fn, "budget", budget, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "depth_limit", depth_limit, 4)) ||
+        (st = kdt_check_ptr(fn, "root_token", root_token, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "past_len", past_len, 4)) ||
+        (st = kdt_check_arg(fn, "n_requests", n_requests, 1, INT32_MAX)))
+        return st;
+    int64_t vals[3] = {L, k, n_max};
+    if ((st = kdt_kernel_check(KDT_KERNEL_BUILD_DDTREE, vals)))
+        return st;
+    kdt_loaded *m;
+    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
+    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals)))
+        return st;
+    unsigned smem = bd_smem_bytes(L, k, n_max);
+    if ((int64_t)smem > m->max_dynamic_smem)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "%s: L=%d, K=%d, N_MAX=%d need %u bytes of shared "
+                        "memory; this device allows %d",
+                        fn, L, k, n_max, smem, m->max_dynamic_smem);
+    kdt_build_ddtree_params p = {
+        .lp = (const float *)(uintptr_t)lp,
+        .ids = (const int32_t *)(uintptr_t)ids,
+        .budget = (const int32_t *)(uintptr_t)budget,
+        .depth_limit = (const int32_t *)(uintptr_t)depth_limit,
+        .root_token = (const int32_t *)(uintptr_t)root_token,
+        .past_len = (const int32_t *)(uintptr_t)past_len,
+        .n_nodes = (int32_t *)(uintptr_t)n_nodes,
+        .token = (int32_t *)(uintptr_t)token,
+        .parent = (int32_t *)(uintptr_t)parent,
+        .depth = (int32_t *)(uintptr_t)depth,
+        .position = (int32_t *)(uintptr_t)position,
+        .first_child = (int32_t *)(uintptr_t)first_child,
+        .next_sibling = (int32_t *)(uintptr_t)next_sibling,
+        .score = (float *)(uintptr_t)score,
+        .anc_mask = (uint32_t *)(uintptr_t)anc_mask,
+        .n_requests = n_requests,
+    };
+    return kdt_launch(rt, m->fn[0], (unsigned)n_requests, 1, 1, BD_THREADS,
+                      smem, stream, &p);
+}

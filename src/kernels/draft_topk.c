@@ -1,0 +1,121 @@
+/*
+ * kernels/draft_topk.c: the draft_topk kernel's registry definition and its
+ * launch function kdtree_draft_topk() (specs/kernels.md §1).
+ */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "base/error.h"
+#include "kdt_params.h"
+#include "kdtree.h"
+#include "jit/registry.h"
+#include "runtime/runtime.h"
+#include "base/validate.h"
+
+/* Threads per block: THREADS in draft_topk.cu. */
+#define DT_THREADS 512
+/* Blocks per row at most (MAX_SPLIT in draft_topk.cu, a portable cluster
+ * size), the candidate buffer the merge gathers every block's top into
+ * (CAP), and the shortest chunk worth a block of its own (two 512-thread
+ * steps of 8 logits: below that a block spends more on its set-up and
+ * sort than on streaming). */
+#define DT_MAX_SPLIT 8
+#define DT_CAP 4096
+#define DT_MIN_CHUNK 8192
+/* Dynamic shared memory per block: SMEM_BYTES in draft_topk.cu (its
+ * candidate buffer, 4096 keys, and its 4096-bin digit histogram); two
+ * blocks fit an SM. */
+#define DT_SMEM 49408
+
+static int
+dt_check(const int64_t *vals)
+{
+    if (vals[1] > vals[0])
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "draft_topk: constant K = %lld exceeds V = %lld "
+                        "(the rule is K <= V)",
+                        (long long)vals[1], (long long)vals[0]);
+    return KDTREE_OK;
+}
+
+static const char *const dt_headers[] = {"kdt_params.h", NULL};
+static const char *const dt_functions[] = {"kdt_draft_topk", NULL};
+static const char *const dt_dtype_names[] = {"f32", "bf16", NULL};
+
+const kdt_kernel_def kdt_def_draft_topk = {
+    .name = "draft_topk",
+    .source = "draft_topk.cu",
+    .headers = dt_headers,
+    .functions = dt_functions,
+    .n_consts = 3,
+    .consts =
+        {
+            /* Vocabulary: logits per row. */
+            {"V", 1, 1 << 24, NULL},
+            /* Kept per row (with the rule K <= V). */
+            {"K", 1, 1024, NULL},
+            /* Logit type: kdtree_dtype. */
+            {"DTYPE", 0, 1, dt_dtype_names},
+        },
+    .check = dt_check,
+    .default_shape = "V=163840,K=64,DTYPE=bf16",
+};
+
+/* Blocks per row (the cluster size): the largest power of two that keeps
+ * one block per SM (few rows: a row spread over up to 8 SMs instead of
+ * one), chunks of at least DT_MIN_CHUNK logits, and every block's top in
+ * the merge buffer (S * K <= DT_CAP).  Many rows: 1, no cluster. */
+static unsigned
+dt_split(const kdtree_runtime *rt, int32_t n_rows, int32_t vocab, int32_t k)
+{
+    unsigned s = 1;
+    while (s * 2 <= (unsigned)rt->max_cluster && s * 2 <= DT_MAX_SPLIT &&
+           (int64_t)n_rows * s * 2 <= rt->sm_count &&
+           vocab / (int64_t)(s * 2) >= DT_MIN_CHUNK &&
+           (int64_t)k * s * 2 <= DT_CAP)
+        s *= 2;
+    return s;
+}
+
+KDT_EXPORT int32_t
+kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
+                  uint64_t logits, int32_t dtype, int32_t n_rows,
+                  int32_t vocab, int32_t k, void *stream)
+{
+    static const char fn[] = "kdtree_draft_topk";
+    int st;
+    kdt_clear_error();
+    if ((st = kdt_check_runtime(rt, fn)) ||
+        (st = kdt_check_ptr(fn, "lp", lp, 4)) ||
+        (st = kdt_check_ptr(fn, "ids", ids, 4)) ||
+        (st = kdt_check_arg(fn, "dtype", dtype, KDTREE_DTYPE_F32,
+                            KDTREE_DTYPE_BF16)) ||
+        /* Element alignment is enough: the kernel finds each row's first
+         * 16-byte boundary itself. */
+        (st = kdt_check_ptr(fn, "logits", logits,
+                            dtype == KDTREE_DTYPE_BF16 ? 2 : 4)) ||
+        (st = kdt_check_arg(fn, "n_rows", n_rows, 1, INT32_MAX)))
+        return st;
+    int64_t vals[3] = {vocab, k, dtype};
+    if ((st = kdt_kernel_check(KDT_KERNEL_DRAFT_TOPK, vals)))
+        return st;
+    kdt_loaded *m;
+    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
+    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_DRAFT_TOPK, vals)))
+        return st;
+    if (m->max_dynamic_smem < DT_SMEM)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "%s: needs %d bytes of shared memory per block; this "
+                        "device allows %d",
+                        fn, DT_SMEM, m->max_dynamic_smem);
+    kdt_draft_topk_params p = {
+        .logits = (const void *)(uintptr_t)logits,
+        .lp = (float *)(uintptr_t)lp,
+        .ids = (int32_t *)(uintptr_t)ids,
+        .n_rows = n_rows,
+    };
+    unsigned split = dt_split(rt, n_rows, vocab, k);
+    return kdt_launch_cluster(rt, m->fn[0], (unsigned)n_rows * split, split,
+                              DT_THREADS, DT_SMEM, stream, &p);
+}

@@ -1,0 +1,74 @@
+/*
+ * runtime/runtime.h: a device's runtime: its primary context, architecture and the
+ * table of loaded (kernel, constants) -> module and functions.
+ *
+ * The table is an open-addressed array of atomic pointers that only ever
+ * gains entries while the runtime lives.  Readers (the launch path) take no
+ * lock and allocate nothing: they hash the few constants, probe, and
+ * compare.  Writers (the miss path) serialise on the runtime's load mutex,
+ * which readers never touch.
+ */
+#ifndef KDT_RUNTIME_H
+#define KDT_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "cuda/driver.h"
+#include "jit/registry.h"
+
+#define KDT_TABLE_SIZE 512 /* a power of two; at most 3/4 of it is filled */
+
+typedef struct kdt_loaded {
+    int kernel;
+    int64_t vals[KDT_MAX_CONSTS];
+    CUmodule module;
+    CUfunction fn[KDT_MAX_FUNCS];
+    int max_dynamic_smem; /* bytes a launch of fn[i] may ask for */
+} kdt_loaded;
+
+struct kdtree_runtime {
+    const kdt_driver *drv;
+    int ordinal;
+    CUdevice dev;
+    CUcontext ctx; /* the device's primary context, retained */
+    int cc_major, cc_minor;
+    int sm_count;
+    int max_smem_optin; /* per block, bytes */
+    int max_cluster;    /* blocks a launch's cluster may hold: 8 (the
+                         * portable size) with cluster launch, else 1 */
+    char arch[16];      /* "sm_90": the device's own architecture */
+    char target[16];    /* what NVRTC builds for it; set on first load */
+    int kind;           /* the payload kind target makes */
+    pthread_mutex_t load_lock;
+    int n_loaded;
+    _Atomic(kdt_loaded *) table[KDT_TABLE_SIZE];
+};
+
+/* Hot path: the loaded entry for (kernel, vals), or NULL.  No lock, no
+ * allocation. */
+kdt_loaded *kdt_runtime_find(kdtree_runtime *rt, int kernel,
+                             const int64_t *vals);
+
+/* kdt_runtime_find(), and on a miss the load path (obtain the blob, load it
+ * in the primary context, resolve its functions, publish to the table). */
+int kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
+                    const int64_t *vals);
+
+/* cuLaunchKernel of `fn` with one by-value parameter struct, on `stream`,
+ * in the runtime's primary context; the caller's current context is
+ * restored.  Driver failures become KDTREE_ERROR_CUDA with the call named. */
+int kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
+               unsigned grid_y, unsigned grid_z, unsigned block_x,
+               unsigned smem, void *stream, void *params);
+
+/* kdt_launch with clusters of cluster_x consecutive blocks along x
+ * (1 <= cluster_x <= rt->max_cluster, dividing grid_x; 1 is kdt_launch). */
+int kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
+                       unsigned cluster_x, unsigned block_x, unsigned smem,
+                       void *stream, void *params);
+
+#endif /* KDT_RUNTIME_H */
