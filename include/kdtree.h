@@ -6,7 +6,8 @@
  * compiles them at run time with NVRTC for the GPU it finds, with the
  * problem's shapes baked in as constants, keeps the cubins in an on-disk
  * cache, and launches them through the CUDA Driver API.  The kernels'
- * contract is specs/kernels.md; the architecture is design.md.
+ * contract is docs/contract.md; the architecture docs/architecture.md;
+ * the conventions below are docs/conventions.md's.
  *
  * Conventions:
  *  - Every function that can fail returns an int32_t status: KDTREE_OK (0)
@@ -17,6 +18,16 @@
  *  - Device pointers are uint64_t (a CUdeviceptr); 0 means "none" where an
  *    argument is documented as optional.  Streams are void * (a CUstream);
  *    NULL is the legacy default stream.
+ *  - Data that flows from one kernel to the next travels as one struct of
+ *    device pointers and the sizes that go with them, passed by pointer:
+ *    draft_topk writes a kdtree_draft that build_ddtree reads; build_ddtree
+ *    writes a kdtree_tree that verify_attn and tree_accept read as it is;
+ *    tree_accept writes a kdtree_accept.  The batch's per-request inputs
+ *    are one kdtree_requests.  So a round reads draft -> tree -> verify ->
+ *    accept, and no call has a row of same-typed pointers to swap.  A
+ *    struct is only read during the call: it may live on the stack.
+ *  - Types are named kdtree_<noun> (no _t); functions kdtree_<noun>_<verb>
+ *    where they act on a type.
  *  - Kernels launch asynchronously on the caller's stream in the device's
  *    primary context; the calling thread's current context is left as it
  *    was.  Nothing on the launch path synchronises, so a round can be
@@ -34,12 +45,12 @@
 
 /* The library's version; kdtree_version_string() gives it at run time. */
 #define KDTREE_VERSION_MAJOR 0
-#define KDTREE_VERSION_MINOR 1
+#define KDTREE_VERSION_MINOR 2
 #define KDTREE_VERSION_PATCH 0
 /* Bumped whenever a declaration below changes incompatibly (a struct's
  * layout, an argument list); kdtree_abi_version() gives the value the
  * loaded library was built with, so a binding can refuse a mismatch. */
-#define KDTREE_ABI_VERSION 1
+#define KDTREE_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +69,7 @@ typedef enum kdtree_status {
     /* A shape lies outside a kernel's compiled limits (the message names
      * the constant and its allowed range). */
     KDTREE_ERROR_SHAPE = -3,
-    /* No kernel of that name, or a shape string that does not parse. */
+    /* No kernel of that name. */
     KDTREE_ERROR_UNKNOWN_KERNEL = -4,
     /* A host allocation, or a device allocation the driver refused,
      * failed. */
@@ -83,7 +94,11 @@ typedef enum kdtree_status {
     /* The runtime's table of loaded shapes is full. */
     KDTREE_ERROR_TOO_MANY_SHAPES = -13,
     /* A bug in libkdtree: please report kdtree_last_error(). */
-    KDTREE_ERROR_INTERNAL = -14
+    KDTREE_ERROR_INTERNAL = -14,
+    /* A shape string ("N_MAX=65,L=15") that does not parse: not NAME=VALUE
+     * pairs, an unknown or repeated constant, a value that is not a
+     * number.  (A value outside its range is KDTREE_ERROR_SHAPE.) */
+    KDTREE_ERROR_SHAPE_STRING = -15
 } kdtree_status;
 
 /* Element types of kernel inputs that come in more than one type. */
@@ -94,9 +109,9 @@ typedef enum kdtree_dtype {
 
 typedef struct kdtree_runtime kdtree_runtime;
 
-/* Process-wide counters of the load path (kdtree_cache_stats()).  The hot
- * path (a launch whose shape is already loaded) counts nothing. */
-typedef struct kdtree_cache_stats_t {
+/* Process-wide counters of the load path (kdtree_cache_stats_get()).  The
+ * hot path (a launch whose shape is already loaded) counts nothing. */
+typedef struct kdtree_cache_stats {
     uint64_t memory_hits; /* served from this process's memory */
     uint64_t disk_hits;   /* served from a cache layer on disk */
     uint64_t compiles;    /* NVRTC compiles */
@@ -106,7 +121,7 @@ typedef struct kdtree_cache_stats_t {
     double compile_ms;    /* total wall time inside NVRTC */
     double load_ms;       /* total wall time in cuModuleLoadData */
     double disk_ms;       /* total wall time reading and verifying entries */
-} kdtree_cache_stats_t;
+} kdtree_cache_stats;
 
 /* ---- library ---------------------------------------------------------- */
 
@@ -134,8 +149,8 @@ const char *kdtree_kernel_constants(const char *kernel);
 const char *kdtree_kernel_default_shape(const char *kernel);
 
 /* Copies the process-wide load-path counters into *out. */
-int32_t kdtree_cache_stats(kdtree_cache_stats_t *out);
-/* sizeof(kdtree_cache_stats_t), for bindings that allocate it. */
+int32_t kdtree_cache_stats_get(kdtree_cache_stats *out);
+/* sizeof(kdtree_cache_stats), for bindings that allocate it. */
 int32_t kdtree_cache_stats_size(void);
 /* Zeroes the counters (the bench uses it between phases). */
 void kdtree_cache_stats_reset(void);
@@ -153,14 +168,30 @@ int32_t kdtree_compile(int32_t *out_cached, const char *arch,
 
 /* A runtime for CUDA device `device` (an ordinal as CUDA counts them).
  * Loads the driver, retains the device's primary context and reads its
- * architecture; compiles nothing yet. */
+ * architecture; compiles nothing yet.  The target the kernels are built
+ * for is $KDTREE_TARGET when that is set and not empty (as for
+ * kdtree_runtime_create_for), else chosen from the device. */
 int32_t kdtree_runtime_create(kdtree_runtime **out, int32_t device);
+/* kdtree_runtime_create with an explicit target instead of the device's
+ * own: "sm_90" on a Hopper part builds the portable kernels (verify_attn's
+ * mma.sync body) instead of the sm_90a ones; "compute_90" builds PTX that
+ * the driver finishes.  It must run on the device: sm_XY with the
+ * device's major version and XY no higher than the device's (sm_XYa only
+ * on exactly XY), or compute_XY with XY no higher (KDTREE_ERROR_ARCH
+ * otherwise).  NULL or "" chooses as kdtree_runtime_create does. */
+int32_t kdtree_runtime_create_for(kdtree_runtime **out, int32_t device,
+                                  const char *target);
 /* Unloads every module and releases the primary context.  NULL is fine.
  * No launch may be in flight on another thread. */
 void kdtree_runtime_destroy(kdtree_runtime *rt);
-/* The device's architecture as the runtime targets it ("sm_90a" on
- * Hopper, "sm_120"). */
+/* The device's architecture as the runtime names it ("sm_90a" on Hopper,
+ * "sm_120"). */
 const char *kdtree_runtime_arch(const kdtree_runtime *rt);
+/* What the runtime builds its kernels for: the target it was created for,
+ * else what it chose for the device ("sm_90a"; "compute_89" where NVRTC
+ * is older than the device), or the device's own architecture until its
+ * first load has chosen. */
+const char *kdtree_runtime_target(const kdtree_runtime *rt);
 /* The device ordinal the runtime was created for. */
 int32_t kdtree_runtime_device(const kdtree_runtime *rt);
 
@@ -170,67 +201,135 @@ int32_t kdtree_runtime_device(const kdtree_runtime *rt);
 int32_t kdtree_prepare(kdtree_runtime *rt, const char *kernel,
                        const char *shape);
 
-/* ---- kernels (specs/kernels.md) --------------------------------------- */
+/* ---- the round's data (docs/contract.md) ------------------------------- */
 
-/* §1 draft_topk.  logits [n_rows][vocab] of `dtype`; writes lp f32
- * [n_rows][k] and ids i32 [n_rows][k].  Constants: V = vocab, K = k,
- * DTYPE = dtype. */
-int32_t kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
-                          uint64_t logits, int32_t dtype, int32_t n_rows,
-                          int32_t vocab, int32_t k, void *stream);
+/* The draft: for each of a request's `depth` (L) draft positions, its `k`
+ * (K) most likely tokens.  draft_topk writes it; build_ddtree reads it. */
+typedef struct kdtree_draft {
+    uint64_t lp;        /* f32 [n_requests][depth][k]: log-probabilities,
+                         * descending along k */
+    uint64_t ids;       /* i32 [n_requests][depth][k]: their token ids */
+    int32_t n_requests; /* R */
+    int32_t depth;      /* L: draft positions a request */
+    int32_t k;          /* K: candidates a position */
+} kdtree_draft;
 
-/* §2 build_ddtree.  Inputs lp f32 [R][L][K], ids i32 [R][L][K],
- * budget i32 [R], depth_limit i32 [R] (0 = L for all), root_token i32 [R],
- * past_len i32 [R] (0 = zero for all).  Outputs, N_MAX = n_max rows per
- * request: n_nodes [R], token, parent, depth, position, first_child,
- * next_sibling [R][N_MAX], score f32 [R][N_MAX] (0 = not wanted) and
- * anc_mask u32 [R][N_MAX][ceil(N_MAX/32)].  Constants: L, K, N_MAX. */
-int32_t kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes,
-                            uint64_t token, uint64_t parent, uint64_t depth,
-                            uint64_t position, uint64_t first_child,
-                            uint64_t next_sibling, uint64_t score,
-                            uint64_t anc_mask, uint64_t lp, uint64_t ids,
-                            uint64_t budget, uint64_t depth_limit,
-                            uint64_t root_token, uint64_t past_len,
-                            int32_t n_requests, int32_t L, int32_t k,
-                            int32_t n_max, void *stream);
+/* The batch's per-request inputs.  Each kernel reads the fields it names;
+ * the others may be anything. */
+typedef struct kdtree_requests {
+    uint64_t budget;      /* i32 [R]: draft nodes to build, 0..n_max-1
+                           * (build_ddtree) */
+    uint64_t root_token;  /* i32 [R]: the tree's root, the last round's
+                           * bonus token (build_ddtree) */
+    uint64_t depth_limit; /* i32 [R], 1..depth, or 0: depth for all
+                           * (build_ddtree) */
+    uint64_t past_len;    /* i32 [R]: tokens cached before the tree's rows
+                           * (verify_attn: required; build_ddtree: the
+                           * positions, 0 = zero for all) */
+    uint64_t max_accept;  /* i32 [R]: the most rows, root included, a walk
+                           * accepts, or 0: no cap (tree_accept) */
+    int32_t n_requests;   /* R */
+} kdtree_requests;
 
-/* §3 verify_attn workspace: the bytes of device memory (16-byte aligned)
- * that kdtree_verify_attn needs for this shape on this runtime's device;
- * 0 when it needs none.  The size depends only on its arguments and the
- * device, so one allocation serves every round of a shape. */
+/* A batch of trees, n_max rows a request (row 0 the root; rows past
+ * n_nodes padded harmlessly).  build_ddtree writes it; verify_attn reads
+ * n_nodes and anc_mask, tree_accept n_nodes, token, first_child and
+ * next_sibling. */
+typedef struct kdtree_tree {
+    uint64_t n_nodes;      /* i32 [R]: rows used, root included */
+    uint64_t token;        /* i32 [R][n_max] */
+    uint64_t parent;       /* i32 [R][n_max], -1 at the root */
+    uint64_t depth;        /* i32 [R][n_max], 0 at the root */
+    uint64_t position;     /* i32 [R][n_max]: past_len + depth (RoPE) */
+    uint64_t first_child;  /* i32 [R][n_max], -1 for none */
+    uint64_t next_sibling; /* i32 [R][n_max], -1 for none; rank order */
+    uint64_t score;        /* f32 [R][n_max], or 0: not wanted */
+    uint64_t anc_mask;     /* u32 [R][n_max][ceil(n_max/32)]: bit j of row
+                            * i set iff j is i or an ancestor of i */
+    int32_t n_requests;    /* R */
+    int32_t n_max;         /* N_MAX: rows a request, 1..kdtree_max_qlen() */
+} kdtree_tree;
+
+/* The paged KV cache of absorbed MLA: one latent head of 576 dims (512
+ * c_kv, then 64 k_pe) a token. */
+typedef struct kdtree_kv_cache {
+    uint64_t data;        /* bf16 [pages][page_size][576] */
+    uint64_t block_table; /* i32 [R][max_pages]: request r's pages in
+                           * logical order */
+    int32_t page_size;    /* PAGE: tokens a page, 1..256 */
+    int32_t max_pages;    /* entries a block_table row */
+} kdtree_kv_cache;
+
+/* verify_attn's queries, outputs and scratch. */
+typedef struct kdtree_attn {
+    uint64_t q;               /* bf16 [R][n_max][n_heads][576] */
+    uint64_t o;               /* bf16 [R][n_max][n_heads][512] (written) */
+    uint64_t lse;             /* f32 [R][n_max][n_heads] (written), or 0 */
+    uint64_t workspace;       /* device memory, 16-byte aligned, of
+                               * workspace_bytes; 0 when the size is 0 */
+    uint64_t workspace_bytes; /* at least kdtree_verify_attn_workspace_size */
+    int32_t n_heads;          /* H: query heads sharing the KV head, 1..128 */
+    float scale;              /* the logits' scale, finite */
+} kdtree_attn;
+
+/* What tree_accept writes: each request's accepted path. */
+typedef struct kdtree_accept {
+    uint64_t accept_len;   /* i32 [R]: rows accepted, root included, >= 1 */
+    uint64_t accept_idx;   /* i32 [R][depth+1]: the path's rows, -1 padded */
+    uint64_t accept_token; /* i32 [R][depth+1]: their tokens, -1 padded */
+    uint64_t bonus;        /* i32 [R]: the target's token at the path's
+                            * end: the next round's root */
+    int32_t n_requests;    /* R */
+    int32_t depth;         /* L: a path holds at most depth + 1 rows */
+} kdtree_accept;
+
+/* ---- kernels (docs/contract.md) ---------------------------------------- */
+
+/* §1 draft_topk.  logits [draft->n_requests * draft->depth][vocab] of
+ * `dtype`; writes draft->lp and draft->ids.  Constants: V = vocab,
+ * K = draft->k, DTYPE = dtype. */
+int32_t kdtree_draft_topk(kdtree_runtime *rt, const kdtree_draft *draft,
+                          uint64_t logits, int32_t dtype, int32_t vocab,
+                          void *stream);
+
+/* §2 build_ddtree: each request's best-first tree of req->budget[r] nodes
+ * from the draft.  Reads draft and req (budget, root_token, depth_limit,
+ * past_len); writes every array of *tree (score only when not 0).
+ * tree->n_requests, draft->n_requests and req->n_requests must agree.
+ * Constants: L = draft->depth, K = draft->k, N_MAX = tree->n_max. */
+int32_t kdtree_build_ddtree(kdtree_runtime *rt, const kdtree_tree *tree,
+                            const kdtree_draft *draft,
+                            const kdtree_requests *req, void *stream);
+
+/* §3 verify_attn workspace: the bytes of device memory kdtree_verify_attn
+ * needs for these structs' sizes on this runtime's device (their pointers
+ * are not read): attn->n_heads, tree->n_requests and n_max,
+ * kv->page_size and max_pages.  0 when it needs none.  The size depends on
+ * nothing else, so one allocation serves every round of a shape. */
 int32_t kdtree_verify_attn_workspace_size(uint64_t *out_bytes,
                                           kdtree_runtime *rt,
-                                          int32_t n_requests, int32_t n_heads,
-                                          int32_t n_max, int32_t page_size,
-                                          int32_t max_pages);
+                                          const kdtree_attn *attn,
+                                          const kdtree_tree *tree,
+                                          const kdtree_kv_cache *kv);
 
-/* §3 verify_attn: absorbed-MLA tree attention.  q bf16 [R][N_MAX][H][576],
- * kv_cache bf16 [pages][page_size][576], block_table i32 [R][max_pages],
- * past_len i32 [R], n_nodes i32 [R], anc_mask u32 [R][N_MAX][W];
- * writes o bf16 [R][N_MAX][H][512] and lse f32 [R][N_MAX][H] (0 = not
- * wanted).  workspace: at least kdtree_verify_attn_workspace_size() bytes
- * (0 with workspace_bytes 0 when that size is 0).  Constants: H = n_heads,
- * PAGE = page_size, N_MAX = n_max. */
-int32_t kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse,
-                           uint64_t q, uint64_t kv_cache, uint64_t block_table,
-                           uint64_t past_len, uint64_t n_nodes,
-                           uint64_t anc_mask, uint64_t workspace,
-                           uint64_t workspace_bytes, int32_t n_requests,
-                           int32_t n_heads, int32_t n_max, int32_t page_size,
-                           int32_t max_pages, float scale, void *stream);
+/* §3 verify_attn: absorbed-MLA tree attention.  Row i of request r sees
+ * the cached tokens [0, past_len[r]) and the tree rows of its ancestors
+ * and itself (tree->anc_mask), whose KV is already in the cache at
+ * positions past_len[r] + j.  Reads attn->q, tree (n_nodes, anc_mask),
+ * req->past_len and kv; writes attn->o and attn->lse.  Constants:
+ * H = attn->n_heads, PAGE = kv->page_size, N_MAX = tree->n_max. */
+int32_t kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
+                           const kdtree_tree *tree, const kdtree_requests *req,
+                           const kdtree_kv_cache *kv, void *stream);
 
-/* §4 tree_accept.  token, first_child, next_sibling i32 [R][N_MAX],
- * n_nodes i32 [R], target i32 [R][N_MAX], max_accept i32 [R] (0 = no cap);
- * writes accept_len [R], accept_idx and accept_token [R][L+1], bonus [R].
- * Constants: N_MAX = n_max, L. */
-int32_t kdtree_tree_accept(kdtree_runtime *rt, uint64_t accept_len,
-                           uint64_t accept_idx, uint64_t accept_token,
-                           uint64_t bonus, uint64_t token,
-                           uint64_t first_child, uint64_t next_sibling,
-                           uint64_t n_nodes, uint64_t target,
-                           uint64_t max_accept, int32_t n_requests, int32_t L,
-                           int32_t n_max, void *stream);
+/* §4 tree_accept: walks each tree from the root, following the child
+ * whose token is the target's token at the current row.  target i32
+ * [R][tree->n_max]: the target model's token at each tree row.  Reads
+ * tree (n_nodes, token, first_child, next_sibling) and req->max_accept;
+ * writes *acc.  Constants: N_MAX = tree->n_max, L = acc->depth. */
+int32_t kdtree_tree_accept(kdtree_runtime *rt, const kdtree_accept *acc,
+                           const kdtree_tree *tree, uint64_t target,
+                           const kdtree_requests *req, void *stream);
 
 /* KDTREE_CDEF_END */
 

@@ -4,7 +4,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,32 +77,6 @@ kdtree_prepare(kdtree_runtime *rt, const char *kernel, const char *shape)
     return kdt_runtime_get(&m, rt, id, vals);
 }
 
-/* "sm_90", "sm_120", "sm_90a", "compute_89": the payload kind it makes
- * and its number, or -1. */
-static int
-parse_arch(const char *arch, int *kind)
-{
-    const char *digits;
-    if (strncmp(arch, "sm_", 3) == 0) {
-        *kind = KDT_PAYLOAD_CUBIN;
-        digits = arch + 3;
-    } else if (strncmp(arch, "compute_", 8) == 0) {
-        *kind = KDT_PAYLOAD_PTX;
-        digits = arch + 8;
-    } else {
-        return -1;
-    }
-    int n = 0, len = 0;
-    while (isdigit((unsigned char)digits[len]) && len < 4)
-        n = n * 10 + (digits[len++] - '0');
-    if (len < 2)
-        return -1;
-    /* Family and architecture-specific suffixes (sm_90a, sm_100f). */
-    if (digits[len] == 'a' || digits[len] == 'f')
-        len++;
-    return digits[len] == '\0' ? n : -1;
-}
-
 KDT_EXPORT int32_t
 kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
                const char *shape)
@@ -116,7 +89,7 @@ kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
     if (st)
         return st;
     int kind;
-    int n = parse_arch(arch, &kind);
+    int n = kdt_target_parse(arch, &kind, NULL);
     if (n < 0)
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: arch \"%s\" is not of the form sm_XY or "

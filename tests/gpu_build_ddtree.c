@@ -167,10 +167,18 @@ run_case(int R, int L, int K, int N, int kind, int with_dl, int with_past,
              d_pos = gpu_alloc(4 * rn), d_fc = gpu_alloc(4 * rn),
              d_ns = gpu_alloc(4 * rn), d_sc = gpu_alloc(4 * rn),
              d_mask = gpu_alloc(4 * rn * W);
-    int st = kdtree_build_ddtree(gpu_runtime(), d_n, d_tok, d_par, d_dep, d_pos,
-                                 d_fc, d_ns, with_score ? d_sc : 0, d_mask,
-                                 d_lp, d_ids, d_b, with_dl ? d_dl : 0, d_root,
-                                 with_past ? d_past : 0, R, L, K, N, NULL);
+    kdtree_tree tree = {.n_nodes = d_n, .token = d_tok, .parent = d_par,
+                        .depth = d_dep, .position = d_pos, .first_child = d_fc,
+                        .next_sibling = d_ns,
+                        .score = with_score ? d_sc : 0, .anc_mask = d_mask,
+                        .n_requests = R, .n_max = N};
+    kdtree_draft draft = {.lp = d_lp, .ids = d_ids, .n_requests = R,
+                          .depth = L, .k = K};
+    kdtree_requests req = {.budget = d_b, .root_token = d_root,
+                           .depth_limit = with_dl ? d_dl : 0,
+                           .past_len = with_past ? d_past : 0,
+                           .n_requests = R};
+    int st = kdtree_build_ddtree(gpu_runtime(), &tree, &draft, &req, NULL);
     ck_assert_msg(st == 0, "%s: %s: %s", tag, kdtree_status_name(st),
                   kdtree_last_error());
     gpu_sync();
@@ -301,14 +309,31 @@ START_TEST(random_batches)
 }
 END_TEST
 
+/* kdtree_build_ddtree with every tree array at `out` but n_nodes, the
+ * arguments flat so that a table of bad ones reads well. */
+static int
+build(kdtree_runtime *rt, uint64_t out, uint64_t n_nodes, uint64_t lp,
+      uint64_t ids, uint64_t budget, uint64_t depth_limit, int R, int L,
+      int K, int N)
+{
+    kdtree_tree tree = {.n_nodes = n_nodes, .token = out, .parent = out,
+                        .depth = out, .position = out, .first_child = out,
+                        .next_sibling = out, .anc_mask = out,
+                        .n_requests = R, .n_max = N};
+    kdtree_draft draft = {.lp = lp, .ids = ids, .n_requests = R, .depth = L,
+                          .k = K};
+    kdtree_requests req = {.budget = budget, .root_token = ids,
+                           .depth_limit = depth_limit, .n_requests = R};
+    return kdtree_build_ddtree(rt, &tree, &draft, &req, NULL);
+}
+
 START_TEST(bad_arguments_never_launch)
 {
     enum { R = 2, L = 4, K = 4, N = 8 };
     kdtree_runtime *rt = gpu_runtime();
     uint64_t in = gpu_alloc(4 * R * L * K), out = gpu_alloc(4 * R * N);
 #define CALL(rt_, n_, lp_, bu_, dl_, R_, L_, K_, N_)                           \
-    kdtree_build_ddtree(rt_, n_, out, out, out, out, out, out, 0, out, lp_,   \
-                        in, bu_, dl_, in, 0, R_, L_, K_, N_, NULL)
+    build(rt_, out, n_, lp_, in, bu_, dl_, R_, L_, K_, N_)
     struct {
         int st, want;
         const char *what;

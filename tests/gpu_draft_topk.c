@@ -20,6 +20,18 @@
 #include "kdtree.h"
 #include "ref_ddtree.h"
 
+
+/* kdtree_draft_topk over `rows` rows (a draft of one position a
+ * request), the arguments flat so that a table of bad ones reads well. */
+static int
+topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids, uint64_t logits,
+     int dtype, int rows, int V, int K)
+{
+    kdtree_draft d = {.lp = lp, .ids = ids, .n_requests = rows, .depth = 1,
+                      .k = K};
+    return kdtree_draft_topk(rt, &d, logits, dtype, V, NULL);
+}
+
 static uint64_t rng = 0xda942042e4dd58b5ull;
 
 static uint32_t
@@ -111,8 +123,7 @@ run_case(int V, int K, int dtype, int rows, int kind, int offset)
     free(padded);
     uint64_t d_lp = gpu_alloc(4 * (size_t)rows * K),
              d_ids = gpu_alloc(4 * (size_t)rows * K);
-    int st = kdtree_draft_topk(gpu_runtime(), d_lp, d_ids, d_logits, dtype,
-                               rows, V, K, NULL);
+    int st = topk(gpu_runtime(), d_lp, d_ids, d_logits, dtype, rows, V, K);
     ck_assert_msg(st == 0, "%s: %s: %s", tag, kdtree_status_name(st),
                   kdtree_last_error());
     gpu_sync();
@@ -199,33 +210,33 @@ START_TEST(bad_arguments_never_launch)
         int st, want;
         const char *what;
     } cases[] = {
-        {kdtree_draft_topk(NULL, out, out, in, 1, 1, 1000, 8, NULL),
+        {topk(NULL, out, out, in, 1, 1, 1000, 8),
          KDTREE_ERROR_INVALID_ARGUMENT, "NULL runtime"},
-        {kdtree_draft_topk(rt, 0, out, in, 1, 1, 1000, 8, NULL),
+        {topk(rt, 0, out, in, 1, 1, 1000, 8),
          KDTREE_ERROR_INVALID_ARGUMENT, "lp 0"},
-        {kdtree_draft_topk(rt, out, 0, in, 1, 1, 1000, 8, NULL),
+        {topk(rt, out, 0, in, 1, 1, 1000, 8),
          KDTREE_ERROR_INVALID_ARGUMENT, "ids 0"},
-        {kdtree_draft_topk(rt, out, out, 0, 1, 1, 1000, 8, NULL),
+        {topk(rt, out, out, 0, 1, 1, 1000, 8),
          KDTREE_ERROR_INVALID_ARGUMENT, "logits 0"},
-        {kdtree_draft_topk(rt, out + 2, out, in, 1, 1, 1000, 8, NULL),
+        {topk(rt, out + 2, out, in, 1, 1, 1000, 8),
          KDTREE_ERROR_MISALIGNED, "lp misaligned"},
-        {kdtree_draft_topk(rt, out, out, in + 1, 1, 1, 1000, 8, NULL),
+        {topk(rt, out, out, in + 1, 1, 1, 1000, 8),
          KDTREE_ERROR_MISALIGNED, "bf16 logits misaligned"},
-        {kdtree_draft_topk(rt, out, out, in + 2, 0, 1, 1000, 8, NULL),
+        {topk(rt, out, out, in + 2, 0, 1, 1000, 8),
          KDTREE_ERROR_MISALIGNED, "f32 logits misaligned"},
-        {kdtree_draft_topk(rt, out, out, in, 2, 1, 1000, 8, NULL),
+        {topk(rt, out, out, in, 2, 1, 1000, 8),
          KDTREE_ERROR_INVALID_ARGUMENT, "dtype 2"},
-        {kdtree_draft_topk(rt, out, out, in, 1, 0, 1000, 8, NULL),
+        {topk(rt, out, out, in, 1, 0, 1000, 8),
          KDTREE_ERROR_INVALID_ARGUMENT, "no rows"},
-        {kdtree_draft_topk(rt, out, out, in, 1, 1, 0, 8, NULL),
+        {topk(rt, out, out, in, 1, 1, 0, 8),
          KDTREE_ERROR_SHAPE, "V = 0"},
-        {kdtree_draft_topk(rt, out, out, in, 1, 1, (1 << 24) + 1, 8, NULL),
+        {topk(rt, out, out, in, 1, 1, (1 << 24) + 1, 8),
          KDTREE_ERROR_SHAPE, "V too large"},
-        {kdtree_draft_topk(rt, out, out, in, 1, 1, 1000, 0, NULL),
+        {topk(rt, out, out, in, 1, 1, 1000, 0),
          KDTREE_ERROR_SHAPE, "K = 0"},
-        {kdtree_draft_topk(rt, out, out, in, 1, 1, 8, 9, NULL),
+        {topk(rt, out, out, in, 1, 1, 8, 9),
          KDTREE_ERROR_SHAPE, "K > V"},
-        {kdtree_draft_topk(rt, out, out, in, 1, 1, 2000, 1025, NULL),
+        {topk(rt, out, out, in, 1, 1, 2000, 1025),
          KDTREE_ERROR_SHAPE, "K = 1025"},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)

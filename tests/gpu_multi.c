@@ -75,8 +75,14 @@ launch_check(const kdt_driver *d, kdtree_runtime *rt, CUcontext ctx,
     d->memcpy_htod(p[4], v, rows * 4); /* target */
     v[0] = v[1] = 1;
     d->memcpy_htod(p[3], v, 8); /* n_nodes */
-    int st = kdtree_tree_accept(rt, p[5], p[6], p[7], p[8], p[0], p[1], p[2],
-                                p[3], p[4], 0, R, L, n_max, NULL);
+    kdtree_tree tree = {.n_nodes = p[3], .token = p[0], .first_child = p[1],
+                        .next_sibling = p[2], .n_requests = R,
+                        .n_max = n_max};
+    kdtree_requests req = {.n_requests = R};
+    kdtree_accept acc = {.accept_len = p[5], .accept_idx = p[6],
+                         .accept_token = p[7], .bonus = p[8],
+                         .n_requests = R, .depth = L};
+    int st = kdtree_tree_accept(rt, &acc, &tree, p[4], &req, NULL);
     int bad = st != KDTREE_OK;
     if (!bad) {
         d->ctx_synchronize();
@@ -108,8 +114,8 @@ child_devices(void)
         if ((st = kdtree_prepare(rt[i], "tree_accept", shapes[0])))
             return fail("kdtree_prepare", st);
     }
-    kdtree_cache_stats_t s;
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats s;
+    kdtree_cache_stats_get(&s);
     /* One compile per architecture present. */
     int archs = 0;
     for (int i = 0; i < n && i < 16; i++) {
@@ -152,8 +158,8 @@ child_process(int dev)
         if ((st = kdtree_prepare(rt, "tree_accept", shapes[i])))
             return fail("kdtree_prepare", st);
     double ms = kdt_now_ms() - t0;
-    kdtree_cache_stats_t s;
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats s;
+    kdtree_cache_stats_get(&s);
     printf("compiles=%llu ms=%.1f\n", (unsigned long long)s.compiles, ms);
     fflush(stdout);
     const kdt_driver *d = kdt_driver_get(&st);

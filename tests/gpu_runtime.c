@@ -66,9 +66,14 @@ batch_make(batch *b, int R, int n_max, int L)
 static int
 batch_launch(kdtree_runtime *rt, batch *b, void *stream)
 {
-    return kdtree_tree_accept(rt, b->alen, b->aidx, b->atok, b->bonus,
-                              b->token, b->fc, b->ns, b->nn, b->target, 0,
-                              b->R, b->L, b->n_max, stream);
+    kdtree_tree tree = {.n_nodes = b->nn, .token = b->token,
+                        .first_child = b->fc, .next_sibling = b->ns,
+                        .n_requests = b->R, .n_max = b->n_max};
+    kdtree_requests req = {.n_requests = b->R};
+    kdtree_accept acc = {.accept_len = b->alen, .accept_idx = b->aidx,
+                         .accept_token = b->atok, .bonus = b->bonus,
+                         .n_requests = b->R, .depth = b->L};
+    return kdtree_tree_accept(rt, &acc, &tree, b->target, &req, stream);
 }
 
 static void
@@ -120,17 +125,17 @@ START_TEST(load_paths)
     kdtree_runtime *rt;
     ck_assert_int_eq(kdtree_runtime_create(&rt, 0), KDTREE_OK);
     kdtree_cache_stats_reset();
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
     /* Cold: compiled. */
     ck_assert_int_eq(kdtree_prepare(rt, "tree_accept", "N_MAX=33,L=7"),
                      KDTREE_OK);
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats_get(&s);
     ck_assert_int_eq(s.compiles, 1);
     ck_assert_int_eq(s.loads, 1);
     /* Hot: no load at all. */
     ck_assert_int_eq(kdtree_prepare(rt, "tree_accept", "L=7,N_MAX=33"),
                      KDTREE_OK);
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats_get(&s);
     ck_assert_int_eq(s.loads, 1);
     int64_t vals[2] = {33, 7};
     ck_assert_ptr_nonnull(kdt_runtime_find(rt, KDT_KERNEL_TREE_ACCEPT, vals));
@@ -145,7 +150,7 @@ START_TEST(load_paths)
     ck_assert_int_eq(kdtree_runtime_create(&rt, 0), KDTREE_OK);
     ck_assert_int_eq(kdtree_prepare(rt, "tree_accept", "N_MAX=33,L=7"),
                      KDTREE_OK);
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats_get(&s);
     ck_assert_int_eq(s.compiles, 1);
     ck_assert_int_ge(s.memory_hits, 1);
     ck_assert_int_ge(s.disk_hits, 1);
@@ -155,7 +160,7 @@ START_TEST(load_paths)
                      KDTREE_ERROR_SHAPE);
     ck_assert_int_eq(kdtree_prepare(rt, "nope", "N_MAX=2,L=7"),
                      KDTREE_ERROR_UNKNOWN_KERNEL);
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats_get(&s);
     ck_assert_int_eq(s.compiles, 1);
     kdtree_runtime_destroy(rt);
 }
@@ -223,8 +228,8 @@ START_TEST(threads)
         pthread_join(t[i], NULL);
         ck_assert_int_eq(w[i].failures, 0);
     }
-    kdtree_cache_stats_t s;
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats s;
+    kdtree_cache_stats_get(&s);
     ck_assert_int_eq(s.compiles, 2);
     ck_assert_int_eq(s.loads, 2);
     batch b;
@@ -233,6 +238,63 @@ START_TEST(threads)
     batch_check(&b);
     batch_free(&b);
     kdtree_runtime_destroy(rt);
+}
+END_TEST
+
+/* A target chosen instead of the device's own: run on this device only if
+ * its code does, used for every kernel of the runtime, named by
+ * kdtree_runtime_target; $KDTREE_TARGET does the same for
+ * kdtree_runtime_create. */
+START_TEST(explicit_targets)
+{
+    kdtree_runtime *rt = gpu_runtime();
+    int cc = atoi(kdtree_runtime_arch(rt) + 3);
+    char same_major[24], newer[24], ptx[24], other_major[24];
+    snprintf(same_major, sizeof same_major, "sm_%d", cc / 10 * 10);
+    snprintf(newer, sizeof newer, "sm_%d", cc + 1);
+    snprintf(ptx, sizeof ptx, "compute_%d", cc / 10 * 10);
+    snprintf(other_major, sizeof other_major, "sm_%d", cc / 10 * 10 - 10);
+    const char *refused[] = {newer, other_major, "gfx90a", "sm_9", ""};
+    for (size_t i = 0; i + 1 < sizeof refused / sizeof refused[0]; i++) {
+        kdtree_runtime *bad = (kdtree_runtime *)1;
+        ck_assert_int_eq(kdtree_runtime_create_for(&bad, 0, refused[i]),
+                         KDTREE_ERROR_ARCH);
+        ck_assert_ptr_null(bad);
+        ck_assert_ptr_nonnull(strstr(kdtree_last_error(), refused[i]));
+    }
+    const char *taken[] = {same_major, ptx};
+    for (size_t i = 0; i < 2; i++) {
+        kdtree_runtime *t;
+        ck_assert_int_eq(kdtree_runtime_create_for(&t, 0, taken[i]),
+                         KDTREE_OK);
+        ck_assert_str_eq(kdtree_runtime_target(t), taken[i]);
+        batch b;
+        batch_make(&b, 2, 7, 3);
+        ck_assert_int_eq(batch_launch(t, &b, NULL), KDTREE_OK);
+        batch_check(&b);
+        batch_free(&b);
+        ck_assert_str_eq(kdtree_runtime_target(t), taken[i]);
+        kdtree_runtime_destroy(t);
+    }
+    /* NULL and "" choose from the device, as kdtree_runtime_create */
+    kdtree_runtime *t;
+    ck_assert_int_eq(kdtree_runtime_create_for(&t, 0, ""), KDTREE_OK);
+    kdtree_runtime_destroy(t);
+    const char *saved = getenv("KDTREE_TARGET");
+    char *keep = saved ? strdup(saved) : NULL;
+    setenv("KDTREE_TARGET", same_major, 1);
+    ck_assert_int_eq(kdtree_runtime_create(&t, 0), KDTREE_OK);
+    ck_assert_str_eq(kdtree_runtime_target(t), same_major);
+    kdtree_runtime_destroy(t);
+    setenv("KDTREE_TARGET", newer, 1);
+    ck_assert_int_eq(kdtree_runtime_create(&t, 0), KDTREE_ERROR_ARCH);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "KDTREE_TARGET"));
+    if (keep) {
+        setenv("KDTREE_TARGET", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("KDTREE_TARGET");
+    }
 }
 END_TEST
 
@@ -249,6 +311,7 @@ main(void)
     tcase_add_test(t, load_paths);
     tcase_add_test(t, contexts_and_streams);
     tcase_add_test(t, threads);
+    tcase_add_test(t, explicit_targets);
     suite_add_tcase(s, t);
     return gpu_run_suite(s);
 }

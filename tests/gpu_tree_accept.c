@@ -114,8 +114,13 @@ run_and_compare(const batch *b, int use_cap, void *stream)
              d_cap = use_cap ? gpu_upload(b->cap, (size_t)R * 4) : 0;
     uint64_t d_len = gpu_alloc((size_t)R * 4), d_idx = gpu_alloc((size_t)R * P * 4),
              d_at = gpu_alloc((size_t)R * P * 4), d_bonus = gpu_alloc((size_t)R * 4);
-    int st = kdtree_tree_accept(gpu_runtime(), d_len, d_idx, d_at, d_bonus,
-                                d_tok, d_fc, d_ns, d_nn, d_tg, d_cap, R, L, N,
+    kdtree_tree tree = {.n_nodes = d_nn, .token = d_tok, .first_child = d_fc,
+                        .next_sibling = d_ns, .n_requests = R, .n_max = N};
+    kdtree_requests req = {.max_accept = d_cap, .n_requests = R};
+    kdtree_accept acc = {.accept_len = d_len, .accept_idx = d_idx,
+                         .accept_token = d_at, .bonus = d_bonus,
+                         .n_requests = R, .depth = L};
+    int st = kdtree_tree_accept(gpu_runtime(), &acc, &tree, d_tg, &req,
                                 stream);
     ck_assert_msg(st == 0, "kdtree_tree_accept: %s: %s",
                   kdtree_status_name(st), kdtree_last_error());
@@ -243,26 +248,39 @@ START_TEST(bad_arguments_never_launch)
     kdtree_runtime *rt = gpu_runtime();
     uint64_t in = gpu_alloc(4 * R * N), out = gpu_alloc(4 * R * P);
     uint32_t host[R * P];
+    const kdtree_tree tree = {.n_nodes = in, .token = in, .first_child = in,
+                              .next_sibling = in, .n_requests = R,
+                              .n_max = N};
+    const kdtree_requests req = {.n_requests = R};
+    const kdtree_accept acc = {.accept_len = out, .accept_idx = out,
+                               .accept_token = out, .bonus = out,
+                               .n_requests = R, .depth = L};
+    kdtree_accept a0 = acc, a_mis = acc;
+    a0.accept_len = 0;
+    a_mis.accept_len = out + 2;
+    kdtree_requests r_mis = req;
+    r_mis.max_accept = in + 1;
+    kdtree_tree t0 = tree, t_big = tree;
+    t0.n_requests = 0;
+    t_big.n_max = 1026;
+    kdtree_accept a_l0 = acc;
+    a_l0.depth = 0;
     struct {
         int st;
         const char *what;
     } cases[] = {
-        {kdtree_tree_accept(NULL, out, out, out, out, in, in, in, in, in, 0,
-                            R, L, N, NULL), "NULL runtime"},
-        {kdtree_tree_accept(rt, 0, out, out, out, in, in, in, in, in, 0, R,
-                            L, N, NULL), "accept_len 0"},
-        {kdtree_tree_accept(rt, out, out, out, out, in, in, in, in, 0, 0, R,
-                            L, N, NULL), "target 0"},
-        {kdtree_tree_accept(rt, out + 2, out, out, out, in, in, in, in, in, 0,
-                            R, L, N, NULL), "accept_len misaligned"},
-        {kdtree_tree_accept(rt, out, out, out, out, in, in, in, in, in, in + 1,
-                            R, L, N, NULL), "max_accept misaligned"},
-        {kdtree_tree_accept(rt, out, out, out, out, in, in, in, in, in, 0, 0,
-                            L, N, NULL), "R = 0"},
-        {kdtree_tree_accept(rt, out, out, out, out, in, in, in, in, in, 0, R,
-                            0, N, NULL), "L = 0"},
-        {kdtree_tree_accept(rt, out, out, out, out, in, in, in, in, in, 0, R,
-                            L, 1026, NULL), "N_MAX = 1026"},
+        {kdtree_tree_accept(NULL, &acc, &tree, in, &req, NULL),
+         "NULL runtime"},
+        {kdtree_tree_accept(rt, &a0, &tree, in, &req, NULL), "accept_len 0"},
+        {kdtree_tree_accept(rt, &acc, &tree, 0, &req, NULL), "target 0"},
+        {kdtree_tree_accept(rt, &a_mis, &tree, in, &req, NULL),
+         "accept_len misaligned"},
+        {kdtree_tree_accept(rt, &acc, &tree, in, &r_mis, NULL),
+         "max_accept misaligned"},
+        {kdtree_tree_accept(rt, &acc, &t0, in, &req, NULL), "R = 0"},
+        {kdtree_tree_accept(rt, &a_l0, &tree, in, &req, NULL), "L = 0"},
+        {kdtree_tree_accept(rt, &acc, &t_big, in, &req, NULL),
+         "N_MAX = 1026"},
     };
     int want[] = {KDTREE_ERROR_INVALID_ARGUMENT, KDTREE_ERROR_INVALID_ARGUMENT,
                   KDTREE_ERROR_INVALID_ARGUMENT, KDTREE_ERROR_MISALIGNED,

@@ -163,8 +163,11 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
     kdtree_runtime *rt = gpu_runtime();
     kdt_verify_attn_splits_override = splits;
     uint64_t ws_bytes = 0;
-    int st = kdtree_verify_attn_workspace_size(&ws_bytes, rt, R, H, N,
-                                               p->page, p->max_pages);
+    kdtree_attn at = {.n_heads = H, .scale = p->scale};
+    kdtree_tree tree = {.n_requests = R, .n_max = N};
+    kdtree_kv_cache kvc = {.page_size = p->page, .max_pages = p->max_pages};
+    int st = kdtree_verify_attn_workspace_size(&ws_bytes, rt, &at, &tree,
+                                               &kvc);
     ck_assert_msg(st == 0, "%s: workspace_size: %s", what,
                   kdtree_last_error());
     uint64_t q = gpu_upload(p->q, 2 * (size_t)R * N * H * D_QK);
@@ -184,8 +187,17 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
      * DMA lands, and a non-blocking stream does not wait for it: without
      * this, the poison could land after the kernel's writes. */
     gpu_sync();
-    st = kdtree_verify_attn(rt, od, ld, q, kv, bt, pl, nn, am, ws, ws_bytes,
-                            R, H, N, p->page, p->max_pages, p->scale, stream);
+    at.q = q;
+    at.o = od;
+    at.lse = ld;
+    at.workspace = ws;
+    at.workspace_bytes = ws_bytes;
+    tree.n_nodes = nn;
+    tree.anc_mask = am;
+    kvc.data = kv;
+    kvc.block_table = bt;
+    kdtree_requests req = {.past_len = pl, .n_requests = R};
+    st = kdtree_verify_attn(rt, &at, &tree, &req, &kvc, stream);
     kdt_verify_attn_splits_override = 0;
     ck_assert_msg(st == 0, "%s: %s: %s", what, kdtree_status_name(st),
                   kdtree_last_error());
@@ -374,32 +386,40 @@ START_TEST(workspace_checks)
 {
     kdtree_runtime *rt = gpu_runtime();
     uint64_t need = 0, a = gpu_alloc(1 << 20);
+    kdtree_attn at = {.q = a, .o = a, .n_heads = 8, .scale = 0.1f};
+    kdtree_tree tree = {.n_nodes = a, .anc_mask = a, .n_requests = 1,
+                        .n_max = 65};
+    kdtree_requests req = {.past_len = a, .n_requests = 1};
+    kdtree_kv_cache kv = {.data = a, .block_table = a, .page_size = 64,
+                          .max_pages = 16};
     kdt_verify_attn_splits_override = 4;
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&need, rt, 1, 8, 65,
-                                                       64, 16), 0);
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&need, rt, &at, &tree,
+                                                       &kv), 0);
     ck_assert_uint_eq(need, 4ull * 65 * 8 * 513 * 4);
-    int st = kdtree_verify_attn(rt, a, 0, a, a, a, a, a, a, 0, 0, 1, 8, 65,
-                                64, 16, 0.1f, NULL);
+    int st = kdtree_verify_attn(rt, &at, &tree, &req, &kv, NULL);
     ck_assert_int_eq(st, KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "workspace"));
-    st = kdtree_verify_attn(rt, a, 0, a, a, a, a, a, a, a, need - 1, 1, 8,
-                            65, 64, 16, 0.1f, NULL);
+    at.workspace = a;
+    at.workspace_bytes = need - 1;
+    st = kdtree_verify_attn(rt, &at, &tree, &req, &kv, NULL);
     ck_assert_int_eq(st, KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "workspace_bytes"));
-    st = kdtree_verify_attn(rt, a, 0, a, a, a, a, a, a, a + 8, need, 1, 8,
-                            65, 64, 16, 0.1f, NULL);
+    at.workspace = a + 8;
+    at.workspace_bytes = need;
+    st = kdtree_verify_attn(rt, &at, &tree, &req, &kv, NULL);
     ck_assert_int_eq(st, KDTREE_ERROR_MISALIGNED);
     kdt_verify_attn_splits_override = 1;
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&need, rt, 1, 8, 65,
-                                                       64, 16), 0);
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&need, rt, &at, &tree,
+                                                       &kv), 0);
     ck_assert_uint_eq(need, 0);
     kdt_verify_attn_splits_override = 0;
     /* the library's own choice is a pure function of the shape */
     uint64_t n1 = 0, n2 = 0;
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&n1, rt, 1, 8, 65, 64,
-                                                       600), 0);
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&n2, rt, 1, 8, 65, 64,
-                                                       600), 0);
+    kv.max_pages = 600;
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&n1, rt, &at, &tree,
+                                                       &kv), 0);
+    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&n2, rt, &at, &tree,
+                                                       &kv), 0);
     ck_assert_uint_eq(n1, n2);
     ck_assert_int_eq(n1 % 16, 0);
     gpu_free(a);

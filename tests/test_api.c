@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ START_TEST(versions)
     ck_assert_int_eq(kdtree_abi_version(), KDTREE_ABI_VERSION);
     ck_assert_int_ge(kdtree_max_qlen(), 65);
     ck_assert_int_eq(kdtree_max_qlen(), 1025);
-    ck_assert_int_eq(kdtree_cache_stats_size(), sizeof(kdtree_cache_stats_t));
+    ck_assert_int_eq(kdtree_cache_stats_size(), sizeof(kdtree_cache_stats));
 }
 END_TEST
 
@@ -61,12 +62,14 @@ START_TEST(status_names)
                      "KDTREE_ERROR_SHAPE");
     ck_assert_str_eq(kdtree_status_name(KDTREE_ERROR_INTERNAL),
                      "KDTREE_ERROR_INTERNAL");
+    ck_assert_str_eq(kdtree_status_name(KDTREE_ERROR_SHAPE_STRING),
+                     "KDTREE_ERROR_SHAPE_STRING");
     ck_assert_str_eq(kdtree_status_name(1), "KDTREE_ERROR_UNKNOWN");
-    ck_assert_str_eq(kdtree_status_name(-15), "KDTREE_ERROR_UNKNOWN");
+    ck_assert_str_eq(kdtree_status_name(-16), "KDTREE_ERROR_UNKNOWN");
     ck_assert_str_eq(kdtree_status_name(INT32_MIN), "KDTREE_ERROR_UNKNOWN");
     /* Every status has its own name. */
-    for (int a = 0; a >= KDTREE_ERROR_INTERNAL; a--)
-        for (int b = a - 1; b >= KDTREE_ERROR_INTERNAL; b--)
+    for (int a = 0; a >= KDTREE_ERROR_SHAPE_STRING; a--)
+        for (int b = a - 1; b >= KDTREE_ERROR_SHAPE_STRING; b--)
             ck_assert_str_ne(kdtree_status_name(a), kdtree_status_name(b));
     ck_assert_ptr_nonnull(kdtree_last_error());
     ck_assert_str_eq(kdtree_last_error(), "");
@@ -154,17 +157,17 @@ START_TEST(shape_errors)
     ck_assert_int_eq(kdt_shape_parse(id, " L = 15 , N_MAX = 65 ", v),
                      KDTREE_OK);
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=65", v),
-                     KDTREE_ERROR_UNKNOWN_KERNEL);
+                     KDTREE_ERROR_SHAPE_STRING);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "lacks L"));
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=65,L=15,Q=1", v),
-                     KDTREE_ERROR_UNKNOWN_KERNEL);
+                     KDTREE_ERROR_SHAPE_STRING);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "unknown constant"));
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=65,L=15,L=3", v),
-                     KDTREE_ERROR_UNKNOWN_KERNEL);
+                     KDTREE_ERROR_SHAPE_STRING);
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=6x5,L=15", v),
-                     KDTREE_ERROR_UNKNOWN_KERNEL);
+                     KDTREE_ERROR_SHAPE_STRING);
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX,L=15", v),
-                     KDTREE_ERROR_UNKNOWN_KERNEL);
+                     KDTREE_ERROR_SHAPE_STRING);
     ck_assert_int_eq(kdt_shape_parse(id, NULL, v),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     /* Out of range: the message names the constant and its range. */
@@ -181,7 +184,7 @@ START_TEST(shape_errors)
     ck_assert_int_eq(v[2], KDTREE_DTYPE_BF16);
     ck_assert_int_eq(
         kdt_shape_parse(KDT_KERNEL_DRAFT_TOPK, "V=1000,K=8,DTYPE=f16", v),
-        KDTREE_ERROR_UNKNOWN_KERNEL);
+        KDTREE_ERROR_SHAPE_STRING);
     /* Rules between constants: K <= V. */
     ck_assert_int_eq(
         kdt_shape_parse(KDT_KERNEL_DRAFT_TOPK, "V=10,K=11,DTYPE=f32", v),
@@ -213,7 +216,7 @@ START_TEST(compile_errors)
     ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "tree_accept", NULL),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "tree_accept", "L=15"),
-                     KDTREE_ERROR_UNKNOWN_KERNEL);
+                     KDTREE_ERROR_SHAPE_STRING);
     remove_cache();
 }
 END_TEST
@@ -241,13 +244,13 @@ compile_all(const char *arch)
         ck_assert_int_eq(kdtree_compile(&cached, arch, k, shape), KDTREE_OK);
         ck_assert_int_eq(cached, 1);
     }
-    kdtree_cache_stats_t s;
-    ck_assert_int_eq(kdtree_cache_stats(&s), KDTREE_OK);
+    kdtree_cache_stats s;
+    ck_assert_int_eq(kdtree_cache_stats_get(&s), KDTREE_OK);
     ck_assert_int_eq(s.compiles, (uint64_t)kdtree_kernel_count());
     ck_assert_uint_ge(s.memory_hits, (uint64_t)kdtree_kernel_count());
     ck_assert_uint_ge(s.disk_hits, (uint64_t)kdtree_kernel_count());
     ck_assert(s.compile_ms > 0);
-    ck_assert_int_eq(kdtree_cache_stats(NULL), KDTREE_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kdtree_cache_stats_get(NULL), KDTREE_ERROR_INVALID_ARGUMENT);
     remove_cache();
 }
 
@@ -349,176 +352,414 @@ expect(int got, int want, const char *mentions, const char *what)
                       kdtree_last_error(), mentions);
 }
 
+/* Valid structs to break one field at a time: every pointer aligned and
+ * not 0, sizes inside their ranges. */
+static kdtree_draft
+good_draft(void)
+{
+    return (kdtree_draft){.lp = A, .ids = A, .n_requests = 1, .depth = 15,
+                          .k = 8};
+}
+
+static kdtree_requests
+good_requests(void)
+{
+    return (kdtree_requests){.budget = A, .root_token = A, .past_len = A,
+                             .n_requests = 1};
+}
+
+static kdtree_tree
+good_tree(void)
+{
+    return (kdtree_tree){.n_nodes = A, .token = A, .parent = A, .depth = A,
+                         .position = A, .first_child = A, .next_sibling = A,
+                         .anc_mask = A, .n_requests = 1, .n_max = 65};
+}
+
+static kdtree_accept
+good_accept(void)
+{
+    return (kdtree_accept){.accept_len = A, .accept_idx = A,
+                           .accept_token = A, .bonus = A, .n_requests = 1,
+                           .depth = 15};
+}
+
+static kdtree_attn
+good_attn(void)
+{
+    return (kdtree_attn){.q = A, .o = A, .n_heads = 8, .scale = 0.1f};
+}
+
+static kdtree_kv_cache
+good_kv(void)
+{
+    return (kdtree_kv_cache){.data = A, .block_table = A, .page_size = 64,
+                             .max_pages = 16};
+}
+
+/* A uint64_t field of a struct, by offset. */
+#define FIELD(s, off) (*(uint64_t *)((char *)&(s) + (off)))
+
+/* The tree's pointers each kernel requires (a 0 or a misaligned one is
+ * refused with its name) and the one it does not (score). */
+static const struct {
+    const char *name;
+    size_t off;
+} tree_ptrs[] = {
+    {"tree->n_nodes", offsetof(kdtree_tree, n_nodes)},
+    {"tree->token", offsetof(kdtree_tree, token)},
+    {"tree->parent", offsetof(kdtree_tree, parent)},
+    {"tree->depth", offsetof(kdtree_tree, depth)},
+    {"tree->position", offsetof(kdtree_tree, position)},
+    {"tree->first_child", offsetof(kdtree_tree, first_child)},
+    {"tree->next_sibling", offsetof(kdtree_tree, next_sibling)},
+    {"tree->anc_mask", offsetof(kdtree_tree, anc_mask)},
+};
+
 START_TEST(validate_tree_accept)
 {
-#define CALL(rt, al, ai, at, bo, tk, fc, ns, nn, tg, ma, R, L, N)            \
-    kdtree_tree_accept(rt, al, ai, at, bo, tk, fc, ns, nn, tg, ma, R, L, N,  \
-                       NULL)
-    expect(CALL(NULL, A, A, A, A, A, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL runtime");
-    expect(CALL(RT, 0, A, A, A, A, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "accept_len", "accept_len 0");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "accept_idx", "accept_idx 0");
-    expect(CALL(RT, A, A, 0, A, A, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "accept_token", "accept_token 0");
-    expect(CALL(RT, A, A, A, 0, A, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "bonus", "bonus 0");
-    expect(CALL(RT, A, A, A, A, 0, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "token", "token 0");
-    expect(CALL(RT, A, A, A, A, A, 0, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "first_child", "first_child 0");
-    expect(CALL(RT, A, A, A, A, A, A, 0, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "next_sibling", "next_sibling 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, 0, A, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "n_nodes", "n_nodes 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, 0, 0, 1, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "target", "target 0");
-    expect(CALL(RT, A + 1, A, A, A, A, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_MISALIGNED, "accept_len", "accept_len misaligned");
-    expect(CALL(RT, A, A, A, A, A + 2, A, A, A, A, 0, 1, 15, 65),
-           KDTREE_ERROR_MISALIGNED, "token", "token misaligned");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, A, A + 1, 1, 15, 65),
-           KDTREE_ERROR_MISALIGNED, "max_accept", "max_accept misaligned");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, A, 0, 0, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "n_requests", "R = 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, A, 0, -3, 15, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "n_requests", "R < 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, A, 0, 1, 0, 65),
-           KDTREE_ERROR_SHAPE, "L", "L = 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, A, 0, 1, 15, 0), KDTREE_ERROR_SHAPE,
-           "N_MAX", "n_max = 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, A, A, 0, 1, 15, 1026),
-           KDTREE_ERROR_SHAPE, "N_MAX", "n_max too large");
+    kdtree_accept acc = good_accept();
+    kdtree_tree tree = good_tree();
+    kdtree_requests req = good_requests();
+#define CALL(rt, t) kdtree_tree_accept(rt, &acc, &tree, t, &req, NULL)
+    expect(CALL(NULL, A), KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL rt");
+    expect(kdtree_tree_accept(RT, NULL, &tree, A, &req, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "acc", "NULL acc");
+    expect(kdtree_tree_accept(RT, &acc, NULL, A, &req, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "tree", "NULL tree");
+    expect(kdtree_tree_accept(RT, &acc, &tree, A, NULL, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "req", "NULL req");
+    static const struct {
+        const char *name;
+        size_t off;
+    } acc_ptrs[] = {
+        {"acc->accept_len", offsetof(kdtree_accept, accept_len)},
+        {"acc->accept_idx", offsetof(kdtree_accept, accept_idx)},
+        {"acc->accept_token", offsetof(kdtree_accept, accept_token)},
+        {"acc->bonus", offsetof(kdtree_accept, bonus)},
+    };
+    for (size_t i = 0; i < sizeof acc_ptrs / sizeof acc_ptrs[0]; i++) {
+        FIELD(acc, acc_ptrs[i].off) = 0;
+        expect(CALL(RT, A), KDTREE_ERROR_INVALID_ARGUMENT, acc_ptrs[i].name,
+               acc_ptrs[i].name);
+        FIELD(acc, acc_ptrs[i].off) = A + 2;
+        expect(CALL(RT, A), KDTREE_ERROR_MISALIGNED, acc_ptrs[i].name,
+               acc_ptrs[i].name);
+        acc = good_accept();
+    }
+    /* tree_accept walks the links: n_nodes, token, first_child and
+     * next_sibling; the other arrays may be 0. */
+    tree.parent = tree.depth = tree.position = tree.anc_mask = 0;
+    static const size_t walked[] = {
+        offsetof(kdtree_tree, n_nodes), offsetof(kdtree_tree, token),
+        offsetof(kdtree_tree, first_child),
+        offsetof(kdtree_tree, next_sibling)};
+    for (size_t i = 0; i < sizeof walked / sizeof walked[0]; i++) {
+        uint64_t keep = FIELD(tree, walked[i]);
+        FIELD(tree, walked[i]) = 0;
+        expect(CALL(RT, A), KDTREE_ERROR_INVALID_ARGUMENT, "tree->",
+               "a walked link 0");
+        FIELD(tree, walked[i]) = A + 1;
+        expect(CALL(RT, A), KDTREE_ERROR_MISALIGNED, "tree->",
+               "a walked link misaligned");
+        FIELD(tree, walked[i]) = keep;
+    }
+    expect(CALL(RT, 0), KDTREE_ERROR_INVALID_ARGUMENT, "target", "target 0");
+    expect(CALL(RT, A + 2), KDTREE_ERROR_MISALIGNED, "target",
+           "target misaligned");
+    req.max_accept = A + 1;
+    expect(CALL(RT, A), KDTREE_ERROR_MISALIGNED, "req->max_accept",
+           "max_accept misaligned");
+    req = good_requests();
+    tree.n_requests = 0;
+    expect(CALL(RT, A), KDTREE_ERROR_INVALID_ARGUMENT, "tree->n_requests",
+           "R = 0");
+    tree.n_requests = -3;
+    expect(CALL(RT, A), KDTREE_ERROR_INVALID_ARGUMENT, "tree->n_requests",
+           "R < 0");
+    tree.n_requests = 1;
+    req.n_requests = 2;
+    expect(CALL(RT, A), KDTREE_ERROR_INVALID_ARGUMENT, "req->n_requests",
+           "requests disagree");
+    req.n_requests = 1;
+    acc.n_requests = 2;
+    expect(CALL(RT, A), KDTREE_ERROR_INVALID_ARGUMENT, "acc->n_requests",
+           "accept disagrees");
+    acc.n_requests = 1;
+    acc.depth = 0;
+    expect(CALL(RT, A), KDTREE_ERROR_SHAPE, "L", "L = 0");
+    acc.depth = 15;
+    tree.n_max = 0;
+    expect(CALL(RT, A), KDTREE_ERROR_SHAPE, "N_MAX", "n_max = 0");
+    tree.n_max = 1026;
+    expect(CALL(RT, A), KDTREE_ERROR_SHAPE, "N_MAX", "n_max too large");
 #undef CALL
 }
 END_TEST
 
 START_TEST(validate_draft_topk)
 {
-#define CALL(rt, lp, ids, lg, dt, rows, V, K)                                 \
-    kdtree_draft_topk(rt, lp, ids, lg, dt, rows, V, K, NULL)
-    expect(CALL(NULL, A, A, A, 1, 15, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "rt", "NULL runtime");
-    expect(CALL(RT, 0, A, A, 1, 15, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "lp", "lp 0");
-    expect(CALL(RT, A, 0, A, 1, 15, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "ids", "ids 0");
-    expect(CALL(RT, A, A, 0, 1, 15, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "logits", "logits 0");
-    expect(CALL(RT, A + 1, A, A, 1, 15, 1000, 8), KDTREE_ERROR_MISALIGNED,
-           "lp", "lp misaligned");
-    expect(CALL(RT, A, A, A + 1, 1, 15, 1000, 8), KDTREE_ERROR_MISALIGNED,
-           "logits", "logits misaligned");
-    expect(CALL(RT, A, A, A, 2, 15, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "dtype", "bad dtype");
-    expect(CALL(RT, A, A, A, -1, 15, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "dtype", "negative dtype");
-    expect(CALL(RT, A, A, A, 1, 0, 1000, 8), KDTREE_ERROR_INVALID_ARGUMENT,
-           "n_rows", "no rows");
-    expect(CALL(RT, A, A, A, 1, 15, 0, 8), KDTREE_ERROR_SHAPE, "V",
-           "vocab 0");
-    expect(CALL(RT, A, A, A, 1, 15, 1000, 0), KDTREE_ERROR_SHAPE, "K",
-           "k 0");
-    expect(CALL(RT, A, A, A, 1, 15, 1000, 1025), KDTREE_ERROR_SHAPE, "K",
-           "k too large");
-    expect(CALL(RT, A, A, A, 1, 15, 8, 9), KDTREE_ERROR_SHAPE, "K",
-           "k > vocab");
+    kdtree_draft d = good_draft();
+#define CALL(rt, lg, dt, V) kdtree_draft_topk(rt, &d, lg, dt, V, NULL)
+    expect(CALL(NULL, A, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "rt",
+           "NULL runtime");
+    expect(kdtree_draft_topk(RT, NULL, A, 1, 1000, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "draft", "NULL draft");
+    d.lp = 0;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "draft->lp",
+           "lp 0");
+    d.lp = A + 1;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_MISALIGNED, "draft->lp",
+           "lp misaligned");
+    d = good_draft();
+    d.ids = 0;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "draft->ids",
+           "ids 0");
+    d = good_draft();
+    expect(CALL(RT, 0, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "logits",
+           "logits 0");
+    expect(CALL(RT, A + 1, 1, 1000), KDTREE_ERROR_MISALIGNED, "logits",
+           "logits misaligned");
+    expect(CALL(RT, A + 2, 0, 1000), KDTREE_ERROR_MISALIGNED, "logits",
+           "f32 logits misaligned");
+    expect(CALL(RT, A, 2, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "dtype",
+           "bad dtype");
+    expect(CALL(RT, A, -1, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "dtype",
+           "negative dtype");
+    d.n_requests = 0;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT,
+           "draft->n_requests", "no requests");
+    d = good_draft();
+    d.depth = 0;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT,
+           "draft->depth", "no depth");
+    d.depth = 1 << 20;
+    d.n_requests = 1 << 12;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_INVALID_ARGUMENT, "rows",
+           "too many rows");
+    d = good_draft();
+    expect(CALL(RT, A, 1, 0), KDTREE_ERROR_SHAPE, "V", "vocab 0");
+    d.k = 0;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_SHAPE, "K", "k 0");
+    d.k = 1025;
+    expect(CALL(RT, A, 1, 1000), KDTREE_ERROR_SHAPE, "K", "k too large");
+    d.k = 9;
+    expect(CALL(RT, A, 1, 8), KDTREE_ERROR_SHAPE, "K", "k > vocab");
 #undef CALL
 }
 END_TEST
 
 START_TEST(validate_build_ddtree)
 {
-#define CALL(rt, nn, tk, pa, de, po, fc, ns, sc, am, lp, ids, bu, dl, rt_, pl,  \
-             R, L, K, N)                                                     \
-    kdtree_build_ddtree(rt, nn, tk, pa, de, po, fc, ns, sc, am, lp, ids, bu,  \
-                        dl, rt_, pl, R, L, K, N, NULL)
-    expect(CALL(NULL, A, A, A, A, A, A, A, 0, A, A, A, A, 0, A, 0, 1, 15, 8, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL runtime");
-    const char *names[] = {"n_nodes", "token", "parent", "depth",
-                           "position", "first_child", "next_sibling",
-                           NULL, "anc_mask", "lp", "ids", "budget", NULL,
-                           "root_token", NULL};
-    for (int i = 0; i < 15; i++) {
-        uint64_t p[15];
-        for (int j = 0; j < 15; j++)
-            p[j] = (j == 7 || j == 12 || j == 14) ? 0 : A;
-        if (names[i]) {
-            p[i] = 0;
-            expect(CALL(RT, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
-                        p[8], p[9], p[10], p[11], p[12], p[13], p[14], 1, 15,
-                        8, 65),
-                   KDTREE_ERROR_INVALID_ARGUMENT, names[i], names[i]);
-        }
-        p[i] = A + 1;
-        expect(CALL(RT, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8],
-                    p[9], p[10], p[11], p[12], p[13], p[14], 1, 15, 8, 65),
-               KDTREE_ERROR_MISALIGNED, NULL, "misaligned");
+    kdtree_tree tree = good_tree();
+    kdtree_draft d = good_draft();
+    kdtree_requests req = good_requests();
+#define CALL(rt) kdtree_build_ddtree(rt, &tree, &d, &req, NULL)
+    expect(CALL(NULL), KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL runtime");
+    expect(kdtree_build_ddtree(RT, NULL, &d, &req, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "tree", "NULL tree");
+    expect(kdtree_build_ddtree(RT, &tree, NULL, &req, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "draft", "NULL draft");
+    expect(kdtree_build_ddtree(RT, &tree, &d, NULL, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "req", "NULL req");
+    /* Every array of the tree is written: each is required but score. */
+    for (size_t i = 0; i < sizeof tree_ptrs / sizeof tree_ptrs[0]; i++) {
+        FIELD(tree, tree_ptrs[i].off) = 0;
+        expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, tree_ptrs[i].name,
+               tree_ptrs[i].name);
+        FIELD(tree, tree_ptrs[i].off) = A + 1;
+        expect(CALL(RT), KDTREE_ERROR_MISALIGNED, tree_ptrs[i].name,
+               tree_ptrs[i].name);
+        tree = good_tree();
     }
-    expect(CALL(RT, A, A, A, A, A, A, A, 0, A, A, A, A, 0, A, 0, 0, 15, 8, 65),
-           KDTREE_ERROR_INVALID_ARGUMENT, "n_requests", "R = 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, 0, A, A, A, A, 0, A, 0, 1, 0, 8, 65),
-           KDTREE_ERROR_SHAPE, "L", "L = 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, 0, A, A, A, A, 0, A, 0, 1, 15, 0, 65),
-           KDTREE_ERROR_SHAPE, "K", "K = 0");
-    expect(CALL(RT, A, A, A, A, A, A, A, 0, A, A, A, A, 0, A, 0, 1, 15, 8, 1026),
-           KDTREE_ERROR_SHAPE, "N_MAX", "n_max too large");
+    tree.score = A + 2;
+    expect(CALL(RT), KDTREE_ERROR_MISALIGNED, "tree->score",
+           "score misaligned");
+    tree = good_tree();
+    d.lp = 0;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "draft->lp", "lp 0");
+    d = good_draft();
+    d.ids = A + 1;
+    expect(CALL(RT), KDTREE_ERROR_MISALIGNED, "draft->ids",
+           "ids misaligned");
+    d = good_draft();
+    /* budget and root_token are required, depth_limit and past_len not. */
+    req.budget = 0;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "req->budget",
+           "budget 0");
+    req = good_requests();
+    req.root_token = 0;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "req->root_token",
+           "root_token 0");
+    req = good_requests();
+    req.depth_limit = A + 1;
+    expect(CALL(RT), KDTREE_ERROR_MISALIGNED, "req->depth_limit",
+           "depth_limit misaligned");
+    req = good_requests();
+    req.past_len = A + 3;
+    expect(CALL(RT), KDTREE_ERROR_MISALIGNED, "req->past_len",
+           "past_len misaligned");
+    req = good_requests();
+    tree.n_requests = 0;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "tree->n_requests",
+           "R = 0");
+    tree = good_tree();
+    d.n_requests = 2;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "draft->n_requests",
+           "draft disagrees");
+    d = good_draft();
+    req.n_requests = 3;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "req->n_requests",
+           "requests disagree");
+    req = good_requests();
+    d.depth = 0;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "L", "L = 0");
+    d = good_draft();
+    d.k = 0;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "K", "K = 0");
+    d = good_draft();
+    tree.n_max = 1026;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "N_MAX", "n_max too large");
 #undef CALL
 }
 END_TEST
 
 START_TEST(validate_verify_attn)
 {
-#define CALL(rt, o, lse, q, kv, bt, pl, nn, am, ws, wsb, R, H, N, P, MP, sc) \
-    kdtree_verify_attn(rt, o, lse, q, kv, bt, pl, nn, am, ws, wsb, R, H, N,  \
-                       P, MP, sc, NULL)
-    expect(CALL(NULL, A, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL runtime");
-    expect(CALL(RT, 0, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "o", "o 0");
-    expect(CALL(RT, A, 0, 0, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "q", "q 0");
-    expect(CALL(RT, A, 0, A, 0, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "kv_cache", "kv 0");
-    expect(CALL(RT, A, 0, A, A, 0, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "block_table", "bt 0");
-    expect(CALL(RT, A, 0, A, A, A, 0, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "past_len", "past_len 0");
-    expect(CALL(RT, A, 0, A, A, A, A, 0, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "n_nodes", "n_nodes 0");
-    expect(CALL(RT, A, 0, A, A, A, A, A, 0, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "anc_mask", "mask 0");
-    expect(CALL(RT, A + 8, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_MISALIGNED, "o", "o misaligned");
-    expect(CALL(RT, A, 0, A + 8, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_MISALIGNED, "q", "q misaligned");
-    expect(CALL(RT, A, 0, A, A + 8, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_MISALIGNED, "kv_cache", "kv misaligned");
-    expect(CALL(RT, A, A + 1, A, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_MISALIGNED, "lse", "lse misaligned");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 0, 8, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "n_requests", "R = 0");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 0, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_SHAPE, "H", "H = 0");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 129, 65, 64, 16, 0.1f),
-           KDTREE_ERROR_SHAPE, "H", "H = 129");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 8, 1026, 64, 16, 0.1f),
-           KDTREE_ERROR_SHAPE, "N_MAX", "n_max too large");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 0, 16, 0.1f),
-           KDTREE_ERROR_SHAPE, "PAGE", "page 0");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 257, 16, 0.1f),
-           KDTREE_ERROR_SHAPE, "PAGE", "page too large");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 0, 0.1f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "max_pages", "no pages");
-    expect(CALL(RT, A, 0, A, A, A, A, A, A, 0, 0, 1, 8, 65, 64, 16, 0.0f / 0.0f),
-           KDTREE_ERROR_INVALID_ARGUMENT, "scale", "NaN scale");
+    kdtree_attn at = good_attn();
+    kdtree_tree tree = good_tree();
+    kdtree_requests req = good_requests();
+    kdtree_kv_cache kv = good_kv();
+#define CALL(rt) kdtree_verify_attn(rt, &at, &tree, &req, &kv, NULL)
+    expect(CALL(NULL), KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL runtime");
+    expect(kdtree_verify_attn(RT, NULL, &tree, &req, &kv, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "attn", "NULL attn");
+    expect(kdtree_verify_attn(RT, &at, NULL, &req, &kv, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "tree", "NULL tree");
+    expect(kdtree_verify_attn(RT, &at, &tree, NULL, &kv, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "req", "NULL req");
+    expect(kdtree_verify_attn(RT, &at, &tree, &req, NULL, NULL),
+           KDTREE_ERROR_INVALID_ARGUMENT, "kv", "NULL kv");
+    /* Required pointers and their alignment: q, o, kv->data 16 bytes. */
+    static const struct {
+        int which; /* 0 attn, 1 tree, 2 req, 3 kv */
+        const char *name;
+        size_t off;
+        unsigned align;
+    } ptrs[] = {
+        {0, "attn->o", offsetof(kdtree_attn, o), 16},
+        {0, "attn->q", offsetof(kdtree_attn, q), 16},
+        {1, "tree->n_nodes", offsetof(kdtree_tree, n_nodes), 4},
+        {1, "tree->anc_mask", offsetof(kdtree_tree, anc_mask), 4},
+        {2, "req->past_len", offsetof(kdtree_requests, past_len), 4},
+        {3, "kv->data", offsetof(kdtree_kv_cache, data), 16},
+        {3, "kv->block_table", offsetof(kdtree_kv_cache, block_table), 4},
+    };
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
+        char *base = ptrs[i].which == 0   ? (char *)&at
+                     : ptrs[i].which == 1 ? (char *)&tree
+                     : ptrs[i].which == 2 ? (char *)&req
+                                          : (char *)&kv;
+        uint64_t *f = (uint64_t *)(base + ptrs[i].off);
+        *f = 0;
+        expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, ptrs[i].name,
+               ptrs[i].name);
+        *f = A + ptrs[i].align / 2;
+        expect(CALL(RT), KDTREE_ERROR_MISALIGNED, ptrs[i].name,
+               ptrs[i].name);
+        *f = A;
+    }
+    /* The tree's other arrays are not read. */
+    tree.token = tree.parent = tree.first_child = 0;
+    at.lse = A + 1;
+    expect(CALL(RT), KDTREE_ERROR_MISALIGNED, "attn->lse", "lse misaligned");
+    at = good_attn();
+    tree.n_requests = 0;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "tree->n_requests",
+           "R = 0");
+    tree.n_requests = 65536;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "tree->n_requests",
+           "R past the grid");
+    tree = good_tree();
+    req.n_requests = 2;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "req->n_requests",
+           "requests disagree");
+    req = good_requests();
+    at.n_heads = 0;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "H", "H = 0");
+    at.n_heads = 129;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "H", "H = 129");
+    at = good_attn();
+    tree.n_max = 1026;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "N_MAX", "n_max too large");
+    tree = good_tree();
+    kv.page_size = 0;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "PAGE", "page 0");
+    kv.page_size = 257;
+    expect(CALL(RT), KDTREE_ERROR_SHAPE, "PAGE", "page too large");
+    kv = good_kv();
+    kv.max_pages = 0;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "kv->max_pages",
+           "no pages");
+    kv = good_kv();
+    at.scale = 0.0f / 0.0f;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "attn->scale",
+           "NaN scale");
+    at = good_attn();
     uint64_t ws = 0;
-    expect(kdtree_verify_attn_workspace_size(NULL, RT, 1, 8, 65, 64, 16),
+    expect(kdtree_verify_attn_workspace_size(NULL, RT, &at, &tree, &kv),
            KDTREE_ERROR_INVALID_ARGUMENT, "out_bytes", "NULL out");
-    expect(kdtree_verify_attn_workspace_size(&ws, NULL, 1, 8, 65, 64, 16),
+    expect(kdtree_verify_attn_workspace_size(&ws, NULL, &at, &tree, &kv),
            KDTREE_ERROR_INVALID_ARGUMENT, "rt", "NULL rt");
+    expect(kdtree_verify_attn_workspace_size(&ws, RT, NULL, &tree, &kv),
+           KDTREE_ERROR_INVALID_ARGUMENT, "attn", "NULL attn");
+    kv.page_size = 0;
+    expect(kdtree_verify_attn_workspace_size(&ws, RT, &at, &tree, &kv),
+           KDTREE_ERROR_SHAPE, "PAGE", "size of a bad shape");
 #undef CALL
+}
+END_TEST
+
+/* Which explicit targets a device takes (kdtree_runtime_create_for),
+ * on pretend devices: no GPU needed. */
+START_TEST(explicit_target_rule)
+{
+    static const struct {
+        int major, minor;
+        const char *target;
+        int ok;
+    } cases[] = {
+        {9, 0, "sm_90", 1},       {9, 0, "sm_90a", 1},
+        {9, 0, "compute_90", 1},  {9, 0, "compute_80", 1},
+        {9, 0, "compute_90a", 1}, {9, 0, "sm_80", 0},
+        {9, 0, "sm_100", 0},      {9, 0, "compute_100", 0},
+        {9, 0, "sm_9", 0},        {9, 0, "hopper", 0},
+        {12, 0, "sm_120", 1},     {12, 0, "sm_90", 0},
+        {12, 0, "sm_120a", 1},    {12, 0, "compute_90", 1},
+        {8, 9, "sm_86", 1},       {8, 9, "sm_80", 1},
+        {8, 9, "sm_89a", 1},      {8, 9, "sm_86a", 0},
+        {8, 6, "sm_89", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kdtree_runtime rt;
+        memset(&rt, 0, sizeof rt);
+        rt.cc_major = cases[i].major;
+        rt.cc_minor = cases[i].minor;
+        strcpy(rt.arch, "sm_xx");
+        int st = kdt_runtime_set_target(&rt, cases[i].target, "test");
+        ck_assert_msg((st == KDTREE_OK) == cases[i].ok,
+                      "%d.%d %s: got %s (%s)", cases[i].major,
+                      cases[i].minor, cases[i].target,
+                      kdtree_status_name(st), kdtree_last_error());
+        if (st == KDTREE_OK) {
+            ck_assert_str_eq(kdtree_runtime_target(&rt), cases[i].target);
+        } else {
+            ck_assert_int_eq(st, KDTREE_ERROR_ARCH);
+            ck_assert_ptr_nonnull(strstr(kdtree_last_error(),
+                                         cases[i].target));
+            ck_assert_str_eq(kdtree_runtime_target(&rt), "sm_xx");
+        }
+    }
 }
 END_TEST
 
@@ -548,6 +789,7 @@ suite(void)
     tcase_add_test(t, validate_draft_topk);
     tcase_add_test(t, validate_build_ddtree);
     tcase_add_test(t, validate_verify_attn);
+    tcase_add_test(t, explicit_target_rule);
     suite_add_tcase(s, t);
     return s;
 }

@@ -30,12 +30,12 @@
 #include <xxhash.h>
 #include "kdtree.h"
 
-static kdtree_cache_stats_t
+static kdtree_cache_stats
 stats(void)
 {
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
 
-    ck_assert_int_eq(kdtree_cache_stats(&s), 0);
+    ck_assert_int_eq(kdtree_cache_stats_get(&s), 0);
     return s;
 }
 
@@ -66,7 +66,7 @@ START_TEST(test_round_trip)
     kdt_preimage p;
     kdt_key key;
     kdt_blob b = ct_blob(5000, 1), got;
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
     struct stat st;
     char *path, v1[400];
     int from;
@@ -281,7 +281,7 @@ check_rejected_then_replaced(const kdt_key *key, const kdt_preimage *p,
                              const char *what)
 {
     char *path = ct_entry_path(ct_user, key);
-    kdtree_cache_stats_t s0, s1;
+    kdtree_cache_stats s0, s1;
     kdt_blob got;
     int from;
 

@@ -226,9 +226,9 @@ n_workers(void)
 static uint64_t
 compiles(void)
 {
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
 
-    ck_assert_int_eq(kdtree_cache_stats(&s), KDTREE_OK);
+    ck_assert_int_eq(kdtree_cache_stats_get(&s), KDTREE_OK);
     return s.compiles;
 }
 

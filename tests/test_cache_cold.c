@@ -55,7 +55,7 @@ pick_kernels(void)
 static int
 child(int idx, int start_fd, int out_fd)
 {
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
     char line[128], c;
     int i, cached_total = 0;
     double t0;
@@ -75,7 +75,7 @@ child(int idx, int start_fd, int out_fd)
         }
         cached_total += cached;
     }
-    kdtree_cache_stats(&s);
+    kdtree_cache_stats_get(&s);
     snprintf(line, sizeof line, "%llu %d %.3f\n",
              (unsigned long long)s.compiles, cached_total, kdt_now_ms() - t0);
     (void)!write(out_fd, line, strlen(line));

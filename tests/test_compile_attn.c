@@ -58,8 +58,10 @@ static uint64_t
 ws(kdtree_runtime *rt, int R, int H, int N, int page, int max_pages)
 {
     uint64_t bytes = 12345;
-    int st = kdtree_verify_attn_workspace_size(&bytes, rt, R, H, N, page,
-                                               max_pages);
+    kdtree_attn at = {.n_heads = H};
+    kdtree_tree tree = {.n_requests = R, .n_max = N};
+    kdtree_kv_cache kv = {.page_size = page, .max_pages = max_pages};
+    int st = kdtree_verify_attn_workspace_size(&bytes, rt, &at, &tree, &kv);
     ck_assert_msg(st == KDTREE_OK, "%s", kdtree_last_error());
     return bytes;
 }
@@ -93,15 +95,22 @@ START_TEST(split_rule)
     ck_assert_uint_eq(a % (65ull * 8 * 513 * 4), 0);
     /* arguments the size refuses */
     uint64_t bytes;
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&bytes, &h200, 0, 8,
-                                                       65, 64, 600),
-                     KDTREE_ERROR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&bytes, &h200, 1, 8,
-                                                       65, 64, 0),
-                     KDTREE_ERROR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kdtree_verify_attn_workspace_size(&bytes, &h200, 1, 0,
-                                                       65, 64, 600),
-                     KDTREE_ERROR_SHAPE);
+    kdtree_attn at = {.n_heads = 8};
+    kdtree_tree tree = {.n_requests = 0, .n_max = 65};
+    kdtree_kv_cache kv = {.page_size = 64, .max_pages = 600};
+    ck_assert_int_eq(
+        kdtree_verify_attn_workspace_size(&bytes, &h200, &at, &tree, &kv),
+        KDTREE_ERROR_INVALID_ARGUMENT);
+    tree.n_requests = 1;
+    kv.max_pages = 0;
+    ck_assert_int_eq(
+        kdtree_verify_attn_workspace_size(&bytes, &h200, &at, &tree, &kv),
+        KDTREE_ERROR_INVALID_ARGUMENT);
+    kv.max_pages = 600;
+    at.n_heads = 0;
+    ck_assert_int_eq(
+        kdtree_verify_attn_workspace_size(&bytes, &h200, &at, &tree, &kv),
+        KDTREE_ERROR_SHAPE);
 }
 END_TEST
 

@@ -806,7 +806,7 @@ bench_load_gpu(bench_ctx *b, int index)
     char *dir = NULL;
     saved_env env;
     load_row *r;
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
     const kdt_nvrtc *nv;
 
     if (!b->rt || id < 0 || !shape)
@@ -856,7 +856,7 @@ bench_load_gpu(bench_ctx *b, int index)
                     kdtree_last_error());
             break;
         }
-        kdtree_cache_stats(&s);
+        kdtree_cache_stats_get(&s);
         if (s.compiles != 1 && i == 0)
             problem(r, "cold run compiled %llu times (disk hits %llu)",
                     (unsigned long long)s.compiles,
@@ -884,7 +884,7 @@ bench_load_gpu(bench_ctx *b, int index)
                     kdtree_last_error());
             break;
         }
-        kdtree_cache_stats(&s);
+        kdtree_cache_stats_get(&s);
         if ((s.disk_hits != 1 || s.compiles != 0) && i == 0)
             problem(r, "warm run: %llu disk hits, %llu compiles",
                     (unsigned long long)s.disk_hits,
@@ -934,7 +934,7 @@ bench_load_compile(bench_ctx *b, int index, const char *arch)
     char *dir = NULL;
     saved_env env;
     load_row *r;
-    kdtree_cache_stats_t s;
+    kdtree_cache_stats s;
 
     if (id < 0 || !shape)
         return KDTREE_ERROR_INVALID_ARGUMENT;
@@ -969,7 +969,7 @@ bench_load_compile(bench_ctx *b, int index, const char *arch)
         }
         if (cached != 0 && i == 0)
             problem(r, "cold compile reported a cache hit");
-        kdtree_cache_stats(&s);
+        kdtree_cache_stats_get(&s);
         cold[nc] = (t1 - t0) / 1e3;
         cnv[nc++] = s.compile_ms;
         bare[nb] = bare_compile_ms(r, id, vals, arch, kind);
@@ -1429,7 +1429,7 @@ report_table(bench_ctx *b, FILE *o)
                 fprintf(o, "    ! %s\n", r->problem);
         }
         fprintf(o, "  in NVRTC = the cold run's own time inside NVRTC "
-                "(kdtree_cache_stats); bare = kdt_nvrtc_compile of the same "
+                "(kdtree_cache_stats_get); bare = kdt_nvrtc_compile of the same "
                 "source and options alone;\n  hot = kdt_runtime_find (the "
                 "launch path's lookup); prep = kdtree_prepare of a loaded "
                 "shape\n");

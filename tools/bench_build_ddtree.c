@@ -36,11 +36,18 @@ static int
 launch_case(void *arg, void *stream)
 {
     bd_case *c = arg;
-    return kdtree_build_ddtree(c->rt, c->n_nodes, c->token, c->parent,
-                               c->depth, c->position, c->first_child,
-                               c->next_sibling, c->score, c->anc_mask, c->lp,
-                               c->ids, c->budget, 0, c->root, c->past, c->R,
-                               BD_L, c->K, c->N, stream);
+    kdtree_tree tree = {.n_nodes = c->n_nodes, .token = c->token,
+                        .parent = c->parent, .depth = c->depth,
+                        .position = c->position,
+                        .first_child = c->first_child,
+                        .next_sibling = c->next_sibling, .score = c->score,
+                        .anc_mask = c->anc_mask, .n_requests = c->R,
+                        .n_max = c->N};
+    kdtree_draft draft = {.lp = c->lp, .ids = c->ids, .n_requests = c->R,
+                          .depth = BD_L, .k = c->K};
+    kdtree_requests req = {.budget = c->budget, .root_token = c->root,
+                           .past_len = c->past, .n_requests = c->R};
+    return kdtree_build_ddtree(c->rt, &tree, &draft, &req, stream);
 }
 
 /* The baseline: the reference heap, request after request, one core. */

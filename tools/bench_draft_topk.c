@@ -27,8 +27,10 @@ static int
 launch_case(void *arg, void *stream)
 {
     dt_case *c = arg;
-    return kdtree_draft_topk(c->rt, c->lp, c->ids, c->logits, c->dtype,
-                             c->rows, DT_V, c->K, stream);
+    kdtree_draft draft = {.lp = c->lp, .ids = c->ids, .n_requests = c->rows,
+                          .depth = 1, .k = c->K};
+    return kdtree_draft_topk(c->rt, &draft, c->logits, c->dtype, DT_V,
+                             stream);
 }
 
 static uint64_t

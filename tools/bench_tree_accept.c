@@ -164,10 +164,16 @@ static int
 launch_case(void *arg, void *stream)
 {
     ta_case *c = arg;
-    return kdtree_tree_accept(c->rt, c->accept_len, c->accept_idx,
-                              c->accept_token, c->bonus, c->token,
-                              c->first_child, c->next_sibling, c->n_nodes,
-                              c->target, 0, c->R, TA_L, TA_N_MAX, stream);
+    kdtree_tree tree = {.n_nodes = c->n_nodes, .token = c->token,
+                        .first_child = c->first_child,
+                        .next_sibling = c->next_sibling, .n_requests = c->R,
+                        .n_max = TA_N_MAX};
+    kdtree_requests req = {.n_requests = c->R};
+    kdtree_accept acc = {.accept_len = c->accept_len,
+                         .accept_idx = c->accept_idx,
+                         .accept_token = c->accept_token, .bonus = c->bonus,
+                         .n_requests = c->R, .depth = TA_L};
+    return kdtree_tree_accept(c->rt, &acc, &tree, c->target, &req, stream);
 }
 
 int

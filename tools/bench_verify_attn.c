@@ -59,10 +59,15 @@ va_launch(void *arg, void *stream)
     /* cycle through the copies of the KV (each its own block table) */
     uint64_t bt = c->bt + (uint64_t)c->next * c->R * c->max_pages * 4;
     c->next = (c->next + 1) % c->copies;
-    return kdtree_verify_attn(c->rt, c->o, c->lse, c->q, c->kv,
-                              bt, c->past_len, c->n_nodes, c->mask, c->ws,
-                              c->ws_bytes, c->R, c->H, VA_ROWS, VA_PAGE,
-                              c->max_pages, 0.1352f, stream);
+    kdtree_attn at = {.q = c->q, .o = c->o, .lse = c->lse,
+                      .workspace = c->ws, .workspace_bytes = c->ws_bytes,
+                      .n_heads = c->H, .scale = 0.1352f};
+    kdtree_tree tree = {.n_nodes = c->n_nodes, .anc_mask = c->mask,
+                        .n_requests = c->R, .n_max = VA_ROWS};
+    kdtree_requests req = {.past_len = c->past_len, .n_requests = c->R};
+    kdtree_kv_cache kv = {.data = c->kv, .block_table = bt,
+                          .page_size = VA_PAGE, .max_pages = c->max_pages};
+    return kdtree_verify_attn(c->rt, &at, &tree, &req, &kv, stream);
 }
 
 int
@@ -160,8 +165,12 @@ bench_verify_attn(bench_ctx *b)
                 c.past_len = bench_upload(b, pl, 4 * (size_t)R);
                 c.n_nodes = bench_upload(b, nn, 4 * (size_t)R);
                 c.mask = bench_upload(b, mask, 4 * (size_t)R * VA_ROWS * W);
-                int st = kdtree_verify_attn_workspace_size(
-                    &c.ws_bytes, rt, R, H, VA_ROWS, VA_PAGE, c.max_pages);
+                kdtree_attn at = {.n_heads = H};
+                kdtree_tree tr = {.n_requests = R, .n_max = VA_ROWS};
+                kdtree_kv_cache kvs = {.page_size = VA_PAGE,
+                                       .max_pages = c.max_pages};
+                int st = kdtree_verify_attn_workspace_size(&c.ws_bytes, rt,
+                                                           &at, &tr, &kvs);
                 if (st)
                     return st;
                 if (c.ws_bytes > ws_have) {

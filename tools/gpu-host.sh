@@ -19,7 +19,7 @@ stages=${STAGES:-check bench round sanitize}
 # shellcheck disable=SC1091
 . .gpu/env.sh >/dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
-if [ ! -f /tmp/kdt/built ] || [ "$top/.xfer/kdtree-jit-0.1.0.tar.gz" -nt /tmp/kdt/built ]; then
+if [ ! -f /tmp/kdt/built ] || [ "$top/.xfer/kdtree-jit-"*.tar.gz -nt /tmp/kdt/built ]; then
     rm -rf /tmp/kdt && mkdir -p /tmp/kdt && tar xzf "$top"/.xfer/kdtree-jit-*.tar.gz -C /tmp/kdt
     cd /tmp/kdt/kdtree-jit-*/ || exit 1
     ./configure -q >"$out/configure.log" 2>&1 || { tail -30 config.log; exit 1; }

@@ -576,6 +576,7 @@ populate_one(const char *arch, const char *kernel, const char *shape)
                shape, kdtree_status_name(st), kdtree_last_error());
         fflush(stdout);
         return st == KDTREE_ERROR_UNKNOWN_KERNEL || st == KDTREE_ERROR_SHAPE
+                       || st == KDTREE_ERROR_SHAPE_STRING
                        || st == KDTREE_ERROR_ARCH
                    ? EXIT_USAGE : EXIT_NO;
     }

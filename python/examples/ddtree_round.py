@@ -196,10 +196,16 @@ def host_overhead(rt, rnd, p, calls=200, reps=7):
     }
     lib = kdtree_jit._binding().lib
     ffi = kdtree_jit._binding().ffi
-    args = [x.data_ptr() for x in acc] + [
-        tree.token.data_ptr(), tree.first_child.data_ptr(),
-        tree.next_sibling.data_ptr(), tree.n_nodes.data_ptr(),
-        target.data_ptr(), 0, p.R, p.L, p.N, ffi.cast("void *", s)]
+    c_acc = ffi.new("kdtree_accept *", dict(
+        zip(kdtree_jit.Accept._fields, [x.data_ptr() for x in acc]),
+        n_requests=p.R, depth=p.L))
+    c_tree = ffi.new("kdtree_tree *", {
+        "n_nodes": tree.n_nodes.data_ptr(), "token": tree.token.data_ptr(),
+        "first_child": tree.first_child.data_ptr(),
+        "next_sibling": tree.next_sibling.data_ptr(), "n_requests": p.R,
+        "n_max": p.N})
+    c_req = ffi.new("kdtree_requests *", {"n_requests": p.R})
+    args = [c_acc, c_tree, target.data_ptr(), c_req, ffi.cast("void *", s)]
     bound = rt.bind("tree_accept", tree.token, tree.first_child,
                     tree.next_sibling, tree.n_nodes, target, L=p.L, out=acc)
     calls_of["tree_accept (bound)"] = lambda: bound(s)

@@ -152,8 +152,8 @@ _STAT_FIELDS = ("memory_hits", "disk_hits", "compiles", "loads",
 def cache_stats():
     """The process-wide load-path counters, as a dict."""
     b = _binding()
-    s = b.ffi.new("kdtree_cache_stats_t *")
-    st = b.lib.kdtree_cache_stats(s)
+    s = b.ffi.new("kdtree_cache_stats *")
+    st = b.lib.kdtree_cache_stats_get(s)
     if st:
         raise _fail(st, "kdtree_cache_stats")
     return {f: getattr(s, f) for f in _STAT_FIELDS}
@@ -349,10 +349,12 @@ class Runtime(object):
             ids = _arrays.empty(oshape, "int32", dev, logits)
         lp_p = _arrays.check(fn, "out.lp", lp, ("float32",), oshape, dev)[0]
         ids_p = _arrays.check(fn, "out.ids", ids, ("int32",), oshape, dev)[0]
+        draft = self._ffi.new("kdtree_draft *", {
+            "lp": lp_p, "ids": ids_p, "n_requests": n_rows, "depth": 1,
+            "k": k})
         return self._launch(
-            "kdtree_draft_topk", (self._handle(fn), lp_p, ids_p, ptr, dtype,
-                                  n_rows, vocab, k), stream, TopK(lp, ids),
-            _bind)
+            "kdtree_draft_topk", (self._handle(fn), draft, ptr, dtype, vocab),
+            stream, TopK(lp, ids), _bind)
 
     # ---- §2 build_ddtree -----------------------------------------------
 
@@ -397,9 +399,16 @@ class Runtime(object):
                 continue
             ok = ("int32", "uint32") if name == "anc_mask" else (dt,)
             ptrs.append(_arrays.check(fn, "out." + name, o[i], ok, s, dev)[0])
+        ffi = self._ffi
+        tree = ffi.new("kdtree_tree *", dict(
+            zip(Tree._fields, ptrs), n_requests=R, n_max=n_max))
+        draft = ffi.new("kdtree_draft *", {
+            "lp": lp_p, "ids": ids_p, "n_requests": R, "depth": L, "k": K})
+        req = ffi.new("kdtree_requests *", {
+            "budget": budget_p, "root_token": root_p, "depth_limit": dl_p,
+            "past_len": pl_p, "n_requests": R})
         return self._launch(
-            "kdtree_build_ddtree", (self._handle(fn),) + tuple(ptrs) +
-            (lp_p, ids_p, budget_p, dl_p, root_p, pl_p, R, L, K, n_max),
+            "kdtree_build_ddtree", (self._handle(fn), tree, draft, req),
             stream, Tree(*o), _bind)
 
     # ---- §3 verify_attn ------------------------------------------------
@@ -407,10 +416,15 @@ class Runtime(object):
     def verify_attn_workspace_size(self, n_requests, n_heads, n_max,
                                    page_size, max_pages):
         fn = "verify_attn_workspace_size"
-        out = self._ffi.new("uint64_t *")
+        ffi = self._ffi
+        out = ffi.new("uint64_t *")
         st = self._lib.kdtree_verify_attn_workspace_size(
-            out, self._handle(fn), n_requests, n_heads, n_max, page_size,
-            max_pages)
+            out, self._handle(fn),
+            ffi.new("kdtree_attn *", {"n_heads": n_heads}),
+            ffi.new("kdtree_tree *", {"n_requests": n_requests,
+                                      "n_max": n_max}),
+            ffi.new("kdtree_kv_cache *", {"page_size": page_size,
+                                          "max_pages": max_pages}))
         if st:
             raise _fail(st, "kdtree_verify_attn_workspace_size")
         return int(out[0])
@@ -469,10 +483,19 @@ class Runtime(object):
         else:
             ws_p, (ws_n,), _ = _arrays.check(fn, "workspace", workspace,
                                              ("uint8",), (None,), dev)
+        ffi = self._ffi
+        attn = ffi.new("kdtree_attn *", {
+            "q": q_p, "o": o_p, "lse": lse_p, "workspace": ws_p,
+            "workspace_bytes": ws_n, "n_heads": H, "scale": float(scale)})
+        tree = ffi.new("kdtree_tree *", {
+            "n_nodes": nn_p, "anc_mask": m_p, "n_requests": R, "n_max": N})
+        req = ffi.new("kdtree_requests *", {"past_len": pl_p,
+                                            "n_requests": R})
+        kv = ffi.new("kdtree_kv_cache *", {
+            "data": kv_p, "block_table": bt_p, "page_size": page,
+            "max_pages": max_pages})
         return self._launch(
-            "kdtree_verify_attn", (self._handle(fn), o_p, lse_p, q_p, kv_p,
-                                   bt_p, pl_p, nn_p, m_p, ws_p, ws_n, R, H, N,
-                                   page, max_pages, float(scale)),
+            "kdtree_verify_attn", (self._handle(fn), attn, tree, req, kv),
             stream, Attn(o, lse), _bind)
 
     # ---- §4 tree_accept ------------------------------------------------
@@ -505,7 +528,14 @@ class Runtime(object):
                 o[i] = _arrays.empty(shapes[i], "int32", dev, token)
             ptrs.append(_arrays.check(fn, "out." + name, o[i], i32,
                                       shapes[i], dev)[0])
+        ffi = self._ffi
+        acc = ffi.new("kdtree_accept *", dict(
+            zip(Accept._fields, ptrs), n_requests=R, depth=L))
+        tree = ffi.new("kdtree_tree *", {
+            "n_nodes": nn_p, "token": tok_p, "first_child": fc_p,
+            "next_sibling": ns_p, "n_requests": R, "n_max": N})
+        req = ffi.new("kdtree_requests *", {"max_accept": ma_p,
+                                            "n_requests": R})
         return self._launch(
-            "kdtree_tree_accept", (self._handle(fn),) + tuple(ptrs) +
-            (tok_p, fc_p, ns_p, nn_p, tg_p, ma_p, R, L, N), stream,
-            Accept(*o), _bind)
+            "kdtree_tree_accept", (self._handle(fn), acc, tree, tg_p, req),
+            stream, Accept(*o), _bind)

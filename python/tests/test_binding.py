@@ -35,7 +35,7 @@ def test_cdef_parses_on_its_own():
     assert "#" not in cdef  # no macros in the declaration region
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    assert ffi.sizeof("kdtree_cache_stats_t") == \
+    assert ffi.sizeof("kdtree_cache_stats") == \
         _util.binding().lib.kdtree_cache_stats_size()
 
 

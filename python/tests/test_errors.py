@@ -33,7 +33,7 @@ def test_shape_outside_range_names_the_constant():
 
 def test_shape_that_does_not_parse():
     with pytest.raises(kdtree_jit.KdtreeError,
-                       match="KDTREE_ERROR_UNKNOWN_KERNEL"):
+                       match="KDTREE_ERROR_SHAPE_STRING"):
         kdtree_jit.compile("tree_accept", "sm_90", "N_MAX=65,,L=")
 
 

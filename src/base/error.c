@@ -33,6 +33,7 @@ static const char *const status_names[] = {
     "KDTREE_ERROR_CACHE",
     "KDTREE_ERROR_TOO_MANY_SHAPES",
     "KDTREE_ERROR_INTERNAL",
+    "KDTREE_ERROR_SHAPE_STRING",
 };
 
 KDT_EXPORT const char *

@@ -1,5 +1,6 @@
 /*
- * base/stats.c: the process-wide load-path counters and kdtree_cache_stats().
+ * base/stats.c: the process-wide load-path counters and
+ * kdtree_cache_stats_get().
  */
 #include "config.h"
 
@@ -40,12 +41,12 @@ get(enum kdt_stat s)
 }
 
 KDT_EXPORT int32_t
-kdtree_cache_stats(kdtree_cache_stats_t *out)
+kdtree_cache_stats_get(kdtree_cache_stats *out)
 {
     kdt_clear_error();
     if (!out)
         return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
-                        "kdtree_cache_stats: out is NULL");
+                        "kdtree_cache_stats_get: out is NULL");
     memset(out, 0, sizeof *out);
     out->memory_hits = get(KDT_STAT_MEMORY_HITS);
     out->disk_hits = get(KDT_STAT_DISK_HITS);
@@ -62,7 +63,7 @@ kdtree_cache_stats(kdtree_cache_stats_t *out)
 KDT_EXPORT int32_t
 kdtree_cache_stats_size(void)
 {
-    return (int32_t)sizeof(kdtree_cache_stats_t);
+    return (int32_t)sizeof(kdtree_cache_stats);
 }
 
 KDT_EXPORT void

@@ -1,5 +1,6 @@
 /*
- * base/stats.h: the process-wide load-path counters behind kdtree_cache_stats().
+ * base/stats.h: the process-wide load-path counters behind
+ * kdtree_cache_stats_get().
  * Updated on the miss path only; relaxed atomics, so they never order
  * anything.
  */

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <nvrtc.h>
@@ -342,4 +343,33 @@ kdt_nvrtc_compile(const kdt_nvrtc *n, const char *src, const char *name,
     kdt_log(KDT_LOG_INFO, "compiled %s in %.1f ms (%zu bytes)", name, ms,
             size);
     return status;
+}
+
+int
+kdt_target_parse(const char *target, int *kind, char *suffix)
+{
+    const char *digits;
+    if (strncmp(target, "sm_", 3) == 0) {
+        *kind = KDT_PAYLOAD_CUBIN;
+        digits = target + 3;
+    } else if (strncmp(target, "compute_", 8) == 0) {
+        *kind = KDT_PAYLOAD_PTX;
+        digits = target + 8;
+    } else {
+        return -1;
+    }
+    int n = 0, len = 0;
+    while (isdigit((unsigned char)digits[len]) && len < 4)
+        n = n * 10 + (digits[len++] - '0');
+    if (len < 2)
+        return -1;
+    char sfx = '\0';
+    /* Family and architecture-specific suffixes (sm_90a, sm_100f). */
+    if (digits[len] == 'a' || digits[len] == 'f')
+        sfx = digits[len++];
+    if (digits[len] != '\0')
+        return -1;
+    if (suffix)
+        *suffix = sfx;
+    return n;
 }

@@ -41,6 +41,13 @@ kdt_arch_suffix(int arch)
 int kdt_nvrtc_pick_target(const kdt_nvrtc *n, int major, int minor,
                           char *target, size_t target_size, int *kind);
 
+/* Parses a target name: "sm_90", "sm_120", "sm_90a", "sm_100f",
+ * "compute_89".  Returns its number (90, 120, 89) with *kind the payload
+ * it makes (KDT_PAYLOAD_CUBIN for sm_, KDT_PAYLOAD_PTX for compute_) and
+ * *suffix (may be NULL) 'a', 'f' or '\0'; -1 when it is not of that
+ * form. */
+int kdt_target_parse(const char *target, int *kind, char *suffix);
+
 /* 1 when NVRTC can emit a cubin for sm_<arch> (arch = 10*major+minor). */
 int kdt_nvrtc_supports(const kdt_nvrtc *n, int arch);
 

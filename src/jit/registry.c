@@ -102,7 +102,7 @@ kdt_shape_parse(int id, const char *shape, int64_t *vals)
         if (!end)
             end = p + strlen(p);
         if (!eq || eq > end)
-            return kdt_fail(KDTREE_ERROR_UNKNOWN_KERNEL,
+            return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                             "%s: shape \"%s\": expected NAME=VALUE pairs "
                             "separated by commas (%s)",
                             d->name, shape, ranges);
@@ -115,12 +115,12 @@ kdt_shape_parse(int id, const char *shape, int64_t *vals)
                 strncmp(d->consts[i].name, p, nlen) == 0)
                 which = i;
         if (which < 0)
-            return kdt_fail(KDTREE_ERROR_UNKNOWN_KERNEL,
+            return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                             "%s: shape \"%s\": unknown constant \"%.*s\"; "
                             "the kernel takes %s",
                             d->name, shape, (int)nlen, p, ranges);
         if (seen[which]++)
-            return kdt_fail(KDTREE_ERROR_UNKNOWN_KERNEL,
+            return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                             "%s: shape \"%s\": %s given twice", d->name,
                             shape, d->consts[which].name);
         const char *v = eq + 1;
@@ -153,13 +153,13 @@ kdt_shape_parse(int id, const char *shape, int64_t *vals)
         p = end;
         continue;
     bad_value:
-        return kdt_fail(KDTREE_ERROR_UNKNOWN_KERNEL,
+        return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                         "%s: shape \"%s\": %s has no valid value (%s)",
                         d->name, shape, c->name, ranges);
     }
     for (int i = 0; i < d->n_consts; i++)
         if (!seen[i])
-            return kdt_fail(KDTREE_ERROR_UNKNOWN_KERNEL,
+            return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                             "%s: shape \"%s\" lacks %s (%s)", d->name, shape,
                             d->consts[i].name, ranges);
     return kdt_kernel_check(id, vals);

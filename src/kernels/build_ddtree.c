@@ -120,36 +120,31 @@ const kdt_kernel_def kdt_def_build_ddtree = {
 };
 
 KDT_EXPORT int32_t
-kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
-                    uint64_t parent, uint64_t depth, uint64_t position,
-                    uint64_t first_child, uint64_t next_sibling,
-                    uint64_t score, uint64_t anc_mask, uint64_t lp,
-                    uint64_t ids, uint64_t budget, uint64_t depth_limit,
-                    uint64_t root_token, uint64_t past_len,
-                    int32_t n_requests, int32_t L, int32_t k, int32_t n_max,
+kdtree_build_ddtree(kdtree_runtime *rt, const kdtree_tree *tree,
+                    const kdtree_draft *draft, const kdtree_requests *req,
                     void *stream)
 {
     static const char fn[] = "kdtree_build_ddtree";
     int st;
     kdt_clear_error();
     if ((st = kdt_check_runtime(rt, fn)) ||
-        (st = kdt_check_ptr(fn, "n_nodes", n_nodes, 4)) ||
-        (st = kdt_check_ptr(fn, "token", token, 4)) ||
-        (st = kdt_check_ptr(fn, "parent", parent, 4)) ||
-        (st = kdt_check_ptr(fn, "depth", depth, 4)) ||
-        (st = kdt_check_ptr(fn, "position", position, 4)) ||
-        (st = kdt_check_ptr(fn, "first_child", first_child, 4)) ||
-        (st = kdt_check_ptr(fn, "next_sibling", next_sibling, 4)) ||
-        (st = kdt_check_opt_ptr(fn, "score", score, 4)) ||
-        (st = kdt_check_ptr(fn, "anc_mask", anc_mask, 4)) ||
-        (st = kdt_check_ptr(fn, "lp", lp, 4)) ||
-        (st = kdt_check_ptr(fn, "ids", ids, 4)) ||
-        (st = kdt_check_ptr(fn, "budget", budget, 4)) ||
-        (st = kdt_check_opt_ptr(fn, "depth_limit", depth_limit, 4)) ||
-        (st = kdt_check_ptr(fn, "root_token", root_token, 4)) ||
-        (st = kdt_check_opt_ptr(fn, "past_len", past_len, 4)) ||
-        (st = kdt_check_arg(fn, "n_requests", n_requests, 1, INT32_MAX)))
+        (st = kdt_check_tree(fn, tree, KDT_TREE_ALL)) ||
+        (st = kdt_check_host(fn, "draft", draft)) ||
+        (st = kdt_check_ptr(fn, "draft->lp", draft->lp, 4)) ||
+        (st = kdt_check_ptr(fn, "draft->ids", draft->ids, 4)) ||
+        (st = kdt_check_requests(fn, req, tree->n_requests)) ||
+        (st = kdt_check_ptr(fn, "req->budget", req->budget, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "req->depth_limit", req->depth_limit,
+                                4)) ||
+        (st = kdt_check_ptr(fn, "req->root_token", req->root_token, 4)) ||
+        (st = kdt_check_opt_ptr(fn, "req->past_len", req->past_len, 4)))
         return st;
+    if (draft->n_requests != tree->n_requests)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: draft->n_requests = %d but tree->n_requests = "
+                        "%d",
+                        fn, draft->n_requests, tree->n_requests);
+    int32_t L = draft->depth, k = draft->k, n_max = tree->n_max;
     int64_t vals[3] = {L, k, n_max};
     if ((st = kdt_kernel_check(KDT_KERNEL_BUILD_DDTREE, vals)))
         return st;
@@ -164,23 +159,23 @@ kdtree_build_ddtree(kdtree_runtime *rt, uint64_t n_nodes, uint64_t token,
                         "memory; this device allows %d",
                         fn, L, k, n_max, smem, m->max_dynamic_smem);
     kdt_build_ddtree_params p = {
-        .lp = (const float *)(uintptr_t)lp,
-        .ids = (const int32_t *)(uintptr_t)ids,
-        .budget = (const int32_t *)(uintptr_t)budget,
-        .depth_limit = (const int32_t *)(uintptr_t)depth_limit,
-        .root_token = (const int32_t *)(uintptr_t)root_token,
-        .past_len = (const int32_t *)(uintptr_t)past_len,
-        .n_nodes = (int32_t *)(uintptr_t)n_nodes,
-        .token = (int32_t *)(uintptr_t)token,
-        .parent = (int32_t *)(uintptr_t)parent,
-        .depth = (int32_t *)(uintptr_t)depth,
-        .position = (int32_t *)(uintptr_t)position,
-        .first_child = (int32_t *)(uintptr_t)first_child,
-        .next_sibling = (int32_t *)(uintptr_t)next_sibling,
-        .score = (float *)(uintptr_t)score,
-        .anc_mask = (uint32_t *)(uintptr_t)anc_mask,
-        .n_requests = n_requests,
+        .lp = (const float *)(uintptr_t)draft->lp,
+        .ids = (const int32_t *)(uintptr_t)draft->ids,
+        .budget = (const int32_t *)(uintptr_t)req->budget,
+        .depth_limit = (const int32_t *)(uintptr_t)req->depth_limit,
+        .root_token = (const int32_t *)(uintptr_t)req->root_token,
+        .past_len = (const int32_t *)(uintptr_t)req->past_len,
+        .n_nodes = (int32_t *)(uintptr_t)tree->n_nodes,
+        .token = (int32_t *)(uintptr_t)tree->token,
+        .parent = (int32_t *)(uintptr_t)tree->parent,
+        .depth = (int32_t *)(uintptr_t)tree->depth,
+        .position = (int32_t *)(uintptr_t)tree->position,
+        .first_child = (int32_t *)(uintptr_t)tree->first_child,
+        .next_sibling = (int32_t *)(uintptr_t)tree->next_sibling,
+        .score = (float *)(uintptr_t)tree->score,
+        .anc_mask = (uint32_t *)(uintptr_t)tree->anc_mask,
+        .n_requests = tree->n_requests,
     };
-    return kdt_launch(rt, m->fn[0], (unsigned)n_requests, 1, 1, BD_THREADS,
-                      smem, stream, &p);
+    return kdt_launch(rt, m->fn[0], (unsigned)tree->n_requests, 1, 1,
+                      BD_THREADS, smem, stream, &p);
 }

@@ -79,25 +79,34 @@ dt_split(const kdtree_runtime *rt, int32_t n_rows, int32_t vocab, int32_t k)
 }
 
 KDT_EXPORT int32_t
-kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
-                  uint64_t logits, int32_t dtype, int32_t n_rows,
-                  int32_t vocab, int32_t k, void *stream)
+kdtree_draft_topk(kdtree_runtime *rt, const kdtree_draft *draft,
+                  uint64_t logits, int32_t dtype, int32_t vocab, void *stream)
 {
     static const char fn[] = "kdtree_draft_topk";
     int st;
     kdt_clear_error();
     if ((st = kdt_check_runtime(rt, fn)) ||
-        (st = kdt_check_ptr(fn, "lp", lp, 4)) ||
-        (st = kdt_check_ptr(fn, "ids", ids, 4)) ||
+        (st = kdt_check_host(fn, "draft", draft)) ||
+        (st = kdt_check_ptr(fn, "draft->lp", draft->lp, 4)) ||
+        (st = kdt_check_ptr(fn, "draft->ids", draft->ids, 4)) ||
+        (st = kdt_check_arg(fn, "draft->n_requests", draft->n_requests, 1,
+                            INT32_MAX)) ||
+        (st = kdt_check_arg(fn, "draft->depth", draft->depth, 1,
+                            INT32_MAX)) ||
         (st = kdt_check_arg(fn, "dtype", dtype, KDTREE_DTYPE_F32,
                             KDTREE_DTYPE_BF16)) ||
         /* Element alignment is enough: the kernel finds each row's first
          * 16-byte boundary itself. */
         (st = kdt_check_ptr(fn, "logits", logits,
-                            dtype == KDTREE_DTYPE_BF16 ? 2 : 4)) ||
-        (st = kdt_check_arg(fn, "n_rows", n_rows, 1, INT32_MAX)))
+                            dtype == KDTREE_DTYPE_BF16 ? 2 : 4)))
         return st;
-    int64_t vals[3] = {vocab, k, dtype};
+    int64_t rows = (int64_t)draft->n_requests * draft->depth;
+    if (rows > INT32_MAX)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: draft->n_requests * draft->depth = %lld rows; "
+                        "at most %d",
+                        fn, (long long)rows, INT32_MAX);
+    int64_t vals[3] = {vocab, draft->k, dtype};
     if ((st = kdt_kernel_check(KDT_KERNEL_DRAFT_TOPK, vals)))
         return st;
     kdt_loaded *m;
@@ -111,11 +120,11 @@ kdtree_draft_topk(kdtree_runtime *rt, uint64_t lp, uint64_t ids,
                         fn, DT_SMEM, m->max_dynamic_smem);
     kdt_draft_topk_params p = {
         .logits = (const void *)(uintptr_t)logits,
-        .lp = (float *)(uintptr_t)lp,
-        .ids = (int32_t *)(uintptr_t)ids,
-        .n_rows = n_rows,
+        .lp = (float *)(uintptr_t)draft->lp,
+        .ids = (int32_t *)(uintptr_t)draft->ids,
+        .n_rows = (int32_t)rows,
     };
-    unsigned split = dt_split(rt, n_rows, vocab, k);
-    return kdt_launch_cluster(rt, m->fn[0], (unsigned)n_rows * split, split,
+    unsigned split = dt_split(rt, (int32_t)rows, vocab, draft->k);
+    return kdt_launch_cluster(rt, m->fn[0], (unsigned)rows * split, split,
                               DT_THREADS, DT_SMEM, stream, &p);
 }

@@ -37,30 +37,30 @@ const kdt_kernel_def kdt_def_tree_accept = {
 };
 
 KDT_EXPORT int32_t
-kdtree_tree_accept(kdtree_runtime *rt, uint64_t accept_len,
-                   uint64_t accept_idx, uint64_t accept_token, uint64_t bonus,
-                   uint64_t token, uint64_t first_child,
-                   uint64_t next_sibling, uint64_t n_nodes, uint64_t target,
-                   uint64_t max_accept, int32_t n_requests, int32_t L,
-                   int32_t n_max, void *stream)
+kdtree_tree_accept(kdtree_runtime *rt, const kdtree_accept *acc,
+                   const kdtree_tree *tree, uint64_t target,
+                   const kdtree_requests *req, void *stream)
 {
     static const char fn[] = "kdtree_tree_accept";
     int st;
     kdt_clear_error();
     if ((st = kdt_check_runtime(rt, fn)) ||
-        (st = kdt_check_ptr(fn, "accept_len", accept_len, 4)) ||
-        (st = kdt_check_ptr(fn, "accept_idx", accept_idx, 4)) ||
-        (st = kdt_check_ptr(fn, "accept_token", accept_token, 4)) ||
-        (st = kdt_check_ptr(fn, "bonus", bonus, 4)) ||
-        (st = kdt_check_ptr(fn, "token", token, 4)) ||
-        (st = kdt_check_ptr(fn, "first_child", first_child, 4)) ||
-        (st = kdt_check_ptr(fn, "next_sibling", next_sibling, 4)) ||
-        (st = kdt_check_ptr(fn, "n_nodes", n_nodes, 4)) ||
+        (st = kdt_check_host(fn, "acc", acc)) ||
+        (st = kdt_check_ptr(fn, "acc->accept_len", acc->accept_len, 4)) ||
+        (st = kdt_check_ptr(fn, "acc->accept_idx", acc->accept_idx, 4)) ||
+        (st = kdt_check_ptr(fn, "acc->accept_token", acc->accept_token,
+                            4)) ||
+        (st = kdt_check_ptr(fn, "acc->bonus", acc->bonus, 4)) ||
+        (st = kdt_check_tree(fn, tree, KDT_TREE_LINKS)) ||
         (st = kdt_check_ptr(fn, "target", target, 4)) ||
-        (st = kdt_check_opt_ptr(fn, "max_accept", max_accept, 4)) ||
-        (st = kdt_check_arg(fn, "n_requests", n_requests, 1, INT32_MAX)))
+        (st = kdt_check_requests(fn, req, tree->n_requests)) ||
+        (st = kdt_check_opt_ptr(fn, "req->max_accept", req->max_accept, 4)))
         return st;
-    int64_t vals[2] = {n_max, L};
+    if (acc->n_requests != tree->n_requests)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: acc->n_requests = %d but tree->n_requests = %d",
+                        fn, acc->n_requests, tree->n_requests);
+    int64_t vals[2] = {tree->n_max, acc->depth};
     if ((st = kdt_kernel_check(KDT_KERNEL_TREE_ACCEPT, vals)))
         return st;
     kdt_loaded *m;
@@ -68,18 +68,19 @@ kdtree_tree_accept(kdtree_runtime *rt, uint64_t accept_len,
     if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_TREE_ACCEPT, vals)))
         return st;
     kdt_tree_accept_params p = {
-        .token = (const int32_t *)(uintptr_t)token,
-        .first_child = (const int32_t *)(uintptr_t)first_child,
-        .next_sibling = (const int32_t *)(uintptr_t)next_sibling,
-        .n_nodes = (const int32_t *)(uintptr_t)n_nodes,
+        .token = (const int32_t *)(uintptr_t)tree->token,
+        .first_child = (const int32_t *)(uintptr_t)tree->first_child,
+        .next_sibling = (const int32_t *)(uintptr_t)tree->next_sibling,
+        .n_nodes = (const int32_t *)(uintptr_t)tree->n_nodes,
         .target = (const int32_t *)(uintptr_t)target,
-        .max_accept = (const int32_t *)(uintptr_t)max_accept,
-        .accept_len = (int32_t *)(uintptr_t)accept_len,
-        .accept_idx = (int32_t *)(uintptr_t)accept_idx,
-        .accept_token = (int32_t *)(uintptr_t)accept_token,
-        .bonus = (int32_t *)(uintptr_t)bonus,
-        .n_requests = n_requests,
+        .max_accept = (const int32_t *)(uintptr_t)req->max_accept,
+        .accept_len = (int32_t *)(uintptr_t)acc->accept_len,
+        .accept_idx = (int32_t *)(uintptr_t)acc->accept_idx,
+        .accept_token = (int32_t *)(uintptr_t)acc->accept_token,
+        .bonus = (int32_t *)(uintptr_t)acc->bonus,
+        .n_requests = tree->n_requests,
     };
-    unsigned grid = (unsigned)((n_requests + TA_THREADS - 1) / TA_THREADS);
+    unsigned grid =
+        (unsigned)((tree->n_requests + TA_THREADS - 1) / TA_THREADS);
     return kdt_launch(rt, m->fn[0], grid, 1, 1, TA_THREADS, 0, stream, &p);
 }

@@ -23,6 +23,7 @@
 #include "jit/registry.h"
 #include "runtime/runtime.h"
 #include "base/validate.h"
+#include "cuda/nvrtc.h"
 
 /* Test hook: when > 0, the split count every later call uses (tests force
  * the split and unsplit paths whatever the GPU).  0 = the rule below. */
@@ -71,8 +72,12 @@ typedef struct va_geom {
 static va_geom
 va_geometry(const kdtree_runtime *rt)
 {
-    const char *target = rt->target[0] ? rt->target : rt->arch;
-    if (strcmp(target, "sm_90a") == 0)
+    /* sm_90a or compute_90a: where NVRTC defines the arch-specific
+     * features of 9.0 that select the wgmma body (kdt_attn_tiles.h) */
+    int kind;
+    char sfx = '\0';
+    if (kdt_target_parse(kdt_runtime_target(rt), &kind, &sfx) == 90 &&
+        sfx == 'a')
         /* at least 4 tiles (256 tokens) a split: each split reloads the
          * 72 KB Q tile and writes a 128 KB partial O */
         return (va_geom){KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, KDT_ATTN_WG_THREADS,
@@ -142,33 +147,37 @@ va_workspace(int splits, int32_t R, int32_t H, int32_t n_max)
            (KDT_ATTN_D_V + 1) * 4u;
 }
 
-/* The checks both entry points share: R, the shape, the page count. */
+/* The checks both entry points share: the sizes of attn, tree and kv (R,
+ * the shape, the page count). */
 static int
-va_check_shape(const char *fn, int64_t *vals, int32_t n_requests,
-               int32_t n_heads, int32_t n_max, int32_t page_size,
-               int32_t max_pages)
+va_check_shape(const char *fn, int64_t *vals, const kdtree_attn *attn,
+               const kdtree_tree *tree, const kdtree_kv_cache *kv)
 {
     int st;
-    /* gridDim.z holds the request: at most 65535 */
-    if ((st = kdt_check_arg(fn, "n_requests", n_requests, 1, 65535)))
+    if ((st = kdt_check_host(fn, "attn", attn)) ||
+        (st = kdt_check_host(fn, "tree", tree)) ||
+        (st = kdt_check_host(fn, "kv", kv)) ||
+        /* gridDim.z holds the request: at most 65535 */
+        (st = kdt_check_arg(fn, "tree->n_requests", tree->n_requests, 1,
+                            65535)))
         return st;
-    vals[0] = n_heads;
-    vals[1] = page_size;
-    vals[2] = n_max;
+    vals[0] = attn->n_heads;
+    vals[1] = kv->page_size;
+    vals[2] = tree->n_max;
     if ((st = kdt_kernel_check(KDT_KERNEL_VERIFY_ATTN, vals)))
         return st;
     /* positions are int32 in the kernel */
-    if ((st = kdt_check_arg(fn, "max_pages", max_pages, 1,
-                            INT32_MAX / page_size)))
+    if ((st = kdt_check_arg(fn, "kv->max_pages", kv->max_pages, 1,
+                            INT32_MAX / kv->page_size)))
         return st;
     return 0;
 }
 
 KDT_EXPORT int32_t
 kdtree_verify_attn_workspace_size(uint64_t *out_bytes, kdtree_runtime *rt,
-                                  int32_t n_requests, int32_t n_heads,
-                                  int32_t n_max, int32_t page_size,
-                                  int32_t max_pages)
+                                  const kdtree_attn *attn,
+                                  const kdtree_tree *tree,
+                                  const kdtree_kv_cache *kv)
 {
     static const char fn[] = "kdtree_verify_attn_workspace_size";
     int64_t vals[3];
@@ -176,55 +185,52 @@ kdtree_verify_attn_workspace_size(uint64_t *out_bytes, kdtree_runtime *rt,
     kdt_clear_error();
     if ((st = kdt_check_host(fn, "out_bytes", out_bytes)) ||
         (st = kdt_check_runtime(rt, fn)) ||
-        (st = va_check_shape(fn, vals, n_requests, n_heads, n_max, page_size,
-                             max_pages)))
+        (st = va_check_shape(fn, vals, attn, tree, kv)))
         return st;
-    int splits = va_splits(rt, n_requests, n_heads, n_max,
-                           (int64_t)max_pages * page_size);
-    *out_bytes = va_workspace(splits, n_requests, n_heads, n_max);
+    int splits = va_splits(rt, tree->n_requests, attn->n_heads, tree->n_max,
+                           (int64_t)kv->max_pages * kv->page_size);
+    *out_bytes =
+        va_workspace(splits, tree->n_requests, attn->n_heads, tree->n_max);
     return KDTREE_OK;
 }
 
 KDT_EXPORT int32_t
-kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse, uint64_t q,
-                   uint64_t kv_cache, uint64_t block_table, uint64_t past_len,
-                   uint64_t n_nodes, uint64_t anc_mask, uint64_t workspace,
-                   uint64_t workspace_bytes, int32_t n_requests,
-                   int32_t n_heads, int32_t n_max, int32_t page_size,
-                   int32_t max_pages, float scale, void *stream)
+kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
+                   const kdtree_tree *tree, const kdtree_requests *req,
+                   const kdtree_kv_cache *kv, void *stream)
 {
     static const char fn[] = "kdtree_verify_attn";
     int64_t vals[3];
     int st;
     kdt_clear_error();
-    /* q, kv_cache and o move in 16-byte pieces (cp.async, uint4 stores) */
+    /* q, kv->data and o move in 16-byte pieces (cp.async, uint4 stores) */
     if ((st = kdt_check_runtime(rt, fn)) ||
-        (st = kdt_check_ptr(fn, "o", o, 16)) ||
-        (st = kdt_check_opt_ptr(fn, "lse", lse, 4)) ||
-        (st = kdt_check_ptr(fn, "q", q, 16)) ||
-        (st = kdt_check_ptr(fn, "kv_cache", kv_cache, 16)) ||
-        (st = kdt_check_ptr(fn, "block_table", block_table, 4)) ||
-        (st = kdt_check_ptr(fn, "past_len", past_len, 4)) ||
-        (st = kdt_check_ptr(fn, "n_nodes", n_nodes, 4)) ||
-        (st = kdt_check_ptr(fn, "anc_mask", anc_mask, 4)) ||
-        (st = va_check_shape(fn, vals, n_requests, n_heads, n_max, page_size,
-                             max_pages)))
+        (st = va_check_shape(fn, vals, attn, tree, kv)) ||
+        (st = kdt_check_ptr(fn, "attn->o", attn->o, 16)) ||
+        (st = kdt_check_opt_ptr(fn, "attn->lse", attn->lse, 4)) ||
+        (st = kdt_check_ptr(fn, "attn->q", attn->q, 16)) ||
+        (st = kdt_check_tree(fn, tree, KDT_TREE_MASK)) ||
+        (st = kdt_check_requests(fn, req, tree->n_requests)) ||
+        (st = kdt_check_ptr(fn, "req->past_len", req->past_len, 4)) ||
+        (st = kdt_check_ptr(fn, "kv->data", kv->data, 16)) ||
+        (st = kdt_check_ptr(fn, "kv->block_table", kv->block_table, 4)))
         return st;
-    if (!isfinite(scale))
+    if (!isfinite(attn->scale))
         return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
-                        "%s: scale must be finite (got %g)", fn,
-                        (double)scale);
-    int splits = va_splits(rt, n_requests, n_heads, n_max,
-                           (int64_t)max_pages * page_size);
-    uint64_t need = va_workspace(splits, n_requests, n_heads, n_max);
+                        "%s: attn->scale must be finite (got %g)", fn,
+                        (double)attn->scale);
+    int32_t R = tree->n_requests, H = attn->n_heads, n_max = tree->n_max;
+    int splits = va_splits(rt, R, H, n_max,
+                           (int64_t)kv->max_pages * kv->page_size);
+    uint64_t need = va_workspace(splits, R, H, n_max);
     if (need) {
-        if ((st = kdt_check_ptr(fn, "workspace", workspace, 16)))
+        if ((st = kdt_check_ptr(fn, "attn->workspace", attn->workspace, 16)))
             return st;
-        if (workspace_bytes < need)
+        if (attn->workspace_bytes < need)
             return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
-                            "%s: workspace_bytes is %llu, this shape needs "
-                            "%llu (kdtree_verify_attn_workspace_size)",
-                            fn, (unsigned long long)workspace_bytes,
+                            "%s: attn->workspace_bytes is %llu, this shape "
+                            "needs %llu (kdtree_verify_attn_workspace_size)",
+                            fn, (unsigned long long)attn->workspace_bytes,
                             (unsigned long long)need);
     }
 
@@ -239,28 +245,27 @@ kdtree_verify_attn(kdtree_runtime *rt, uint64_t o, uint64_t lse, uint64_t q,
                         "block, this device allows %d", fn, g.smem,
                         m->max_dynamic_smem);
     kdt_verify_attn_params p = {
-        .q = (const uint16_t *)(uintptr_t)q,
-        .kv_cache = (const uint16_t *)(uintptr_t)kv_cache,
-        .block_table = (const int32_t *)(uintptr_t)block_table,
-        .past_len = (const int32_t *)(uintptr_t)past_len,
-        .n_nodes = (const int32_t *)(uintptr_t)n_nodes,
-        .anc_mask = (const uint32_t *)(uintptr_t)anc_mask,
-        .o = (uint16_t *)(uintptr_t)o,
-        .lse = (float *)(uintptr_t)lse,
-        .workspace = need ? (float *)(uintptr_t)workspace : NULL,
-        .n_requests = n_requests,
-        .max_pages = max_pages,
+        .q = (const uint16_t *)(uintptr_t)attn->q,
+        .kv_cache = (const uint16_t *)(uintptr_t)kv->data,
+        .block_table = (const int32_t *)(uintptr_t)kv->block_table,
+        .past_len = (const int32_t *)(uintptr_t)req->past_len,
+        .n_nodes = (const int32_t *)(uintptr_t)tree->n_nodes,
+        .anc_mask = (const uint32_t *)(uintptr_t)tree->anc_mask,
+        .o = (uint16_t *)(uintptr_t)attn->o,
+        .lse = (float *)(uintptr_t)attn->lse,
+        .workspace = need ? (float *)(uintptr_t)attn->workspace : NULL,
+        .n_requests = R,
+        .max_pages = kv->max_pages,
         .num_splits = splits,
-        .scale = scale,
+        .scale = attn->scale,
     };
-    int64_t rows = (int64_t)n_max * n_heads;
+    int64_t rows = (int64_t)n_max * H;
     unsigned tiles = (unsigned)((rows + g.bm - 1) / g.bm);
-    st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits,
-                    (unsigned)n_requests, (unsigned)g.threads,
-                    (unsigned)g.smem, stream, &p);
+    st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits, (unsigned)R,
+                    (unsigned)g.threads, (unsigned)g.smem, stream, &p);
     if (st || splits == 1)
         return st;
     /* the merge: a block per folded row */
-    return kdt_launch(rt, m->fn[1], (unsigned)rows, (unsigned)n_requests, 1,
+    return kdt_launch(rt, m->fn[1], (unsigned)rows, (unsigned)R, 1,
                       KDT_ATTN_MERGE_THREADS, 0, stream, &p);
 }

@@ -18,10 +18,43 @@
 
 /* ---- create / destroy ---------------------------------------------------- */
 
-KDT_EXPORT int32_t
-kdtree_runtime_create(kdtree_runtime **out, int32_t device)
+int
+kdt_runtime_set_target(kdtree_runtime *rt, const char *target,
+                       const char *fn)
 {
-    static const char fn[] = "kdtree_runtime_create";
+    int kind;
+    char sfx;
+    int n = kdt_target_parse(target, &kind, &sfx);
+    if (n < 0 || strlen(target) >= sizeof rt->target)
+        return kdt_fail(KDTREE_ERROR_ARCH,
+                        "%s: target \"%s\" is not of the form sm_XY, "
+                        "sm_XYa or compute_XY (e.g. sm_90, sm_90a, "
+                        "compute_90)",
+                        fn, target);
+    int cc = rt->cc_major * 10 + rt->cc_minor;
+    int runs = kind == KDT_PAYLOAD_PTX
+                   ? n <= cc
+                   : n / 10 == rt->cc_major && n <= cc &&
+                         (sfx != 'a' || n == cc);
+    if (!runs)
+        return kdt_fail(KDTREE_ERROR_ARCH,
+                        "%s: target %s does not run on device %d (%s): a "
+                        "cubin must be sm_%d0..sm_%d (sm_%da only as "
+                        "itself), PTX compute_XY with XY <= %d",
+                        fn, target, rt->ordinal, rt->arch, rt->cc_major, cc,
+                        cc, cc);
+    snprintf(rt->target, sizeof rt->target, "%s", target);
+    rt->kind = kind;
+    atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
+    return KDTREE_OK;
+}
+
+/* Both public constructors; `fn` names the caller (and where the target
+ * came from) in messages. */
+static int
+runtime_create(kdtree_runtime **out, int32_t device, const char *target,
+               const char *fn)
+{
     kdt_clear_error();
     int st = kdt_check_host(fn, "out", out);
     if (st)
@@ -86,12 +119,37 @@ kdtree_runtime_create(kdtree_runtime **out, int32_t device)
     pthread_mutex_init(&rt->load_lock, NULL);
     for (int i = 0; i < KDT_TABLE_SIZE; i++)
         atomic_init(&rt->table[i], NULL);
+    atomic_init(&rt->target_ready, 0);
+    if (target && *target && (st = kdt_runtime_set_target(rt, target, fn))) {
+        pthread_mutex_destroy(&rt->load_lock);
+        d->primary_ctx_release(rt->dev);
+        free(rt);
+        return st;
+    }
     char name[128] = "";
     d->device_get_name(name, sizeof name, rt->dev);
-    kdt_log(KDT_LOG_INFO, "runtime for device %d: %s (%s, %d SMs)", device,
-            name, rt->arch, rt->sm_count);
+    kdt_log(KDT_LOG_INFO, "runtime for device %d: %s (%s, %d SMs)%s%s",
+            device, name, rt->arch, rt->sm_count,
+            rt->target[0] ? ", building for " : "", rt->target);
     *out = rt;
     return KDTREE_OK;
+}
+
+KDT_EXPORT int32_t
+kdtree_runtime_create(kdtree_runtime **out, int32_t device)
+{
+    const char *target = getenv("KDTREE_TARGET");
+    return runtime_create(out, device, target,
+                          target && *target
+                              ? "kdtree_runtime_create (KDTREE_TARGET)"
+                              : "kdtree_runtime_create");
+}
+
+KDT_EXPORT int32_t
+kdtree_runtime_create_for(kdtree_runtime **out, int32_t device,
+                          const char *target)
+{
+    return runtime_create(out, device, target, "kdtree_runtime_create_for");
 }
 
 KDT_EXPORT void
@@ -125,6 +183,20 @@ KDT_EXPORT const char *
 kdtree_runtime_arch(const kdtree_runtime *rt)
 {
     return rt ? rt->arch : "";
+}
+
+const char *
+kdt_runtime_target(const kdtree_runtime *rt)
+{
+    return atomic_load_explicit(&rt->target_ready, memory_order_acquire)
+               ? rt->target
+               : rt->arch;
+}
+
+KDT_EXPORT const char *
+kdtree_runtime_target(const kdtree_runtime *rt)
+{
+    return rt ? kdt_runtime_target(rt) : "";
 }
 
 KDT_EXPORT int32_t
@@ -257,7 +329,7 @@ kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
                       rt->ordinal, rt->n_loaded);
         goto done;
     }
-    if (!rt->target[0]) {
+    if (!atomic_load_explicit(&rt->target_ready, memory_order_relaxed)) {
         const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
         if (nv) {
             st = kdt_nvrtc_pick_target(nv, rt->cc_major, rt->cc_minor,
@@ -272,6 +344,7 @@ kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
             rt->kind = KDT_PAYLOAD_CUBIN;
             st = KDTREE_OK;
         }
+        atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
     }
     kdt_blob blob = {0};
     int from;

@@ -40,9 +40,14 @@ struct kdtree_runtime {
     int max_smem_optin; /* per block, bytes */
     int max_cluster;    /* blocks a launch's cluster may hold: 8 (the
                          * portable size) with cluster launch, else 1 */
-    char arch[16];      /* "sm_90": the device's own architecture */
-    char target[16];    /* what NVRTC builds for it; set on first load */
+    char arch[16];      /* "sm_90a": the device's own architecture */
+    /* What NVRTC builds for it: the target the runtime was created for,
+     * else chosen on the first load (under load_lock).  target_ready
+     * (release, once target and kind are written) lets other threads read
+     * them without the lock. */
+    char target[16];
     int kind;           /* the payload kind target makes */
+    _Atomic int target_ready;
     pthread_mutex_t load_lock;
     int n_loaded;
     _Atomic(kdt_loaded *) table[KDT_TABLE_SIZE];
@@ -52,6 +57,17 @@ struct kdtree_runtime {
  * allocation. */
 kdt_loaded *kdt_runtime_find(kdtree_runtime *rt, int kernel,
                              const int64_t *vals);
+
+/* Fixes the runtime's target to `target` after checking that what it
+ * makes runs on the device (cc_major, cc_minor): a cubin for the device's
+ * major version and no newer (an arch-specific one, sm_90a, for exactly
+ * the device's), or PTX no newer than the device; else
+ * KDTREE_ERROR_ARCH naming `fn`.  Only before the runtime is shared. */
+int kdt_runtime_set_target(kdtree_runtime *rt, const char *target,
+                           const char *fn);
+
+/* The target the runtime builds for (see kdtree_runtime_target). */
+const char *kdt_runtime_target(const kdtree_runtime *rt);
 
 /* kdt_runtime_find(), and on a miss the load path (obtain the blob, load it
  * in the primary context, resolve its functions, publish to the table). */
