@@ -1,8 +1,7 @@
 #!/bin/bash
 # tools/gpu-host.sh: one visit to a GPU host that lacks libtool and Check
-# (see the design notes' gpu-host/README.md).  Expects, in the current
-# directory, .gpu/ (from gpu-host/prepare, plus libxxhash-dev unpacked into
-# .gpu/root) and .xfer/kdtree-jit-*.tar.gz (from make dist).  Builds the
+# (docs/gpu-host.md).  Expects, in the current directory, .gpu/ and
+# .xfer/kdtree-jit-*.tar.gz, both made by tools/gpu-prepare.sh.  Builds the
 # tarball once (kept in /tmp/kdt between calls on a warm host), then runs
 # the stages named in $STAGES (default: all, in this order):
 #   check     make check, GPU suites included, each test under a time limit

@@ -1,21 +1,72 @@
 #!/bin/sh
-# tools/gpu-prepare.sh [DIR]: on the build machine, gathers what a bare GPU
-# host lacks for tools/gpu-host.sh: the design notes' gpu-host/prepare
-# (Check, libsubunit, cffi wheels) plus the xxHash headers, which that
-# host lacks too (configure needs them; the library uses them header-only),
-# and a release tarball in .xfer/.  Both folders are git-ignored.
+# tools/gpu-prepare.sh [DIR]: on the build machine (after ./configure),
+# gathers what a bare GPU host lacks to build and test this project, for
+# tools/gpu-host.sh to use there (docs/gpu-host.md):
+#   DIR/debs, DIR/root  Check, libsubunit and the xxHash headers, as Debian
+#                       packages fetched with apt-get download and unpacked
+#                       with dpkg -x (configure needs all three; the library
+#                       uses xxHash header-only)
+#   DIR/wheels          cffi and pycparser wheels for CPython 3.12 (the
+#                       host's), when a package index is reachable
+#   DIR/env.sh          sourced (bash) on the host: points pkg-config, the
+#                       linker and Python at the above
+# and a release tarball with gpu-host.sh in .xfer/.  DIR defaults to .gpu;
+# both folders are git-ignored.  What is already there is not fetched again.
 set -eu
 cd "$(dirname "$0")/.."
 dir=${1:-.gpu}
-prepare=${KDT_GPU_PREPARE:-../shared/gpu-host/prepare}
-"$prepare" "$dir"
-if [ ! -f "$dir/root/usr/include/xxhash.h" ]; then
-    (cd "$dir/debs" && apt-get download libxxhash-dev 2>/dev/null)
-    for f in "$dir"/debs/libxxhash-dev_*.deb; do dpkg -x "$f" "$dir/root"; done
+mkdir -p "$dir/debs" "$dir/root" "$dir/wheels"
+dir=$(cd "$dir" && pwd)
+
+# Debian packages: only the ones not downloaded yet.
+for pkg in check libsubunit-dev libsubunit0 libxxhash-dev; do
+    if ! ls "$dir/debs/${pkg}_"*.deb >/dev/null 2>&1; then
+        (cd "$dir/debs" && apt-get download "$pkg") ||
+            { echo "gpu-prepare: apt-get download $pkg failed" >&2; exit 1; }
+    fi
+done
+for deb in "$dir"/debs/*.deb; do
+    dpkg -x "$deb" "$dir/root"
+done
+
+# Wheels for the host's Python: binary only, no dependencies resolved
+# here (the host has the rest, and no index to resolve them from).
+if ! ls "$dir"/wheels/cffi-*.whl >/dev/null 2>&1; then
+    python3 -m pip download -q --no-deps --only-binary=:all: \
+        --python-version 3.12 --implementation cp \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d "$dir/wheels" cffi pycparser ||
+        echo "gpu-prepare: no cffi wheels (no package index?); the Python" \
+             "tests will skip on the host" >&2
 fi
-# Let env.sh rewrite the new .pc file's prefix too (it rewrites all).
+
+# env.sh finds everything relative to itself, so DIR may land anywhere.
+cat >"$dir/env.sh" <<'EOF'
+# Sourced by bash on the GPU host (tools/gpu-prepare.sh wrote it): makes the
+# unpacked packages and the wheels beside this file usable without
+# installing anything.
+kdt_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+kdt_lib=$kdt_here/root/usr/lib/x86_64-linux-gnu
+# The .pc files name /usr as their prefix: point copies at root/usr.
+mkdir -p "$kdt_here/pkgconfig"
+for kdt_pc in "$kdt_lib"/pkgconfig/*.pc; do
+    [ -f "$kdt_pc" ] || continue
+    sed "s|^prefix=.*|prefix=$kdt_here/root/usr|" "$kdt_pc" \
+        >"$kdt_here/pkgconfig/${kdt_pc##*/}"
+done
+export PKG_CONFIG_PATH=$kdt_here/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export LIBRARY_PATH=$kdt_lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+export LD_LIBRARY_PATH=$kdt_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ls "$kdt_here"/wheels/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile \
+        --target /tmp/kdt-site "$kdt_here"/wheels/*.whl &&
+        export PYTHONPATH=/tmp/kdt-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+unset kdt_here kdt_lib kdt_pc
+EOF
+
 make dist >/dev/null
 mkdir -p .xfer
 rm -f .xfer/kdtree-jit-*.tar.gz
 cp kdtree-jit-*.tar.gz tools/gpu-host.sh .xfer/
-echo "ready: carry .gpu and .xfer; there: bash .xfer/gpu-host.sh"
+echo "ready: carry $(basename "$dir") and .xfer; there: bash .xfer/gpu-host.sh"
