@@ -1,4 +1,4 @@
-// build_ddtree.cu: specs/kernels.md §2.  Best-first selection of each
+// build_ddtree.cu: docs/contract.md §2.  Best-first selection of each
 // request's draft tree from the drafter's per-depth top-K, then the tree's
 // rows: tokens, parents, depths, RoPE positions, child/sibling links,
 // scores and ancestor masks, with padded rows past n_nodes.
@@ -102,7 +102,7 @@ constexpr int KS_MIN = 64;
 // prefixes reach.  The full count there is a few times B (prefixes that
 // deviate twice or more come on top), so round 1 aims SD_SHIFT above it.
 // On kdtree-bench's input this takes the search from 2.0-2.2 rounds (15-16
-// levels at B = 512) to 1.0-1.5 (7-12 levels); see NOTES.md.
+// levels at B = 512) to 1.0-1.5 (7-12 levels); see docs/performance.md.
 constexpr int SD_BINS = 256;
 constexpr float SD_SCALE = 16.0f;
 constexpr float SD_SHIFT = 0.5f;

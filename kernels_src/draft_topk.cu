@@ -1,4 +1,4 @@
-// draft_topk.cu: specs/kernels.md §1.  Per row of logits: the K largest
+// draft_topk.cu: docs/contract.md §1.  Per row of logits: the K largest
 // (descending, ties to the lower token id, NaN as -inf) and their
 // log-probabilities logit - logsumexp(row).
 //

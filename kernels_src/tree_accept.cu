@@ -1,4 +1,4 @@
-// tree_accept.cu: specs/kernels.md §4.  Walks each request's draft tree
+// tree_accept.cu: docs/contract.md §4.  Walks each request's draft tree
 // from the root, following the child whose token equals the target's token
 // at the current node, and writes the accepted path and the bonus token.
 //

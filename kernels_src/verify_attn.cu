@@ -1,5 +1,5 @@
 /*
- * verify_attn.cu: absorbed-MLA tree attention (specs/kernels.md §3).
+ * verify_attn.cu: absorbed-MLA tree attention (docs/contract.md §3).
  *
  * One latent KV head of 576 dims (512 c_kv + 64 k_pe) is shared by every
  * query head, so all n_nodes * H query rows of a request can share each KV

@@ -1,6 +1,6 @@
 /*
  * ref_ddtree.h: CPU references for draft_topk, build_ddtree and
- * tree_accept (specs/kernels.md §1, §2, §4).  Plain C, written to be
+ * tree_accept (docs/contract.md §1, §2, §4).  Plain C, written to be
  * obviously right rather than fast; the GPU suites compare the kernels
  * against them bit for bit (draft_topk's log-probs within a tolerance, its
  * ids exactly).  ref_build_ddtree_one() is also the bench's CPU baseline: a

@@ -1,6 +1,6 @@
 /*
  * ref_verify_attn.c: the CPU oracle for verify_attn.  Written straight
- * from specs/kernels.md §3 with no tiling and no tricks, in double.
+ * from docs/contract.md §3 with no tiling and no tricks, in double.
  */
 #include "ref_verify_attn.h"
 

@@ -1,6 +1,6 @@
 /*
  * test_ref_ddtree.c: the CPU references of ref_ddtree.h against brute
- * force, on the edge cases of specs/kernels.md.  Host only (no GPU).
+ * force, on the edge cases of docs/contract.md.  Host only (no GPU).
  *
  *  - build_ddtree: against a literal simulation of the spec's loop (a list
  *    scanned for its best candidate every step, any input: unsorted,

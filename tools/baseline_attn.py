@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """baseline_attn.py: what a PyTorch user would write today for verify_attn.
 
-The same problem as kdtree_verify_attn (specs/kernels.md section 3): absorbed
+The same problem as kdtree_verify_attn (docs/contract.md section 3): absorbed
 MLA (one 576-wide latent KV head shared by H query heads; V = its first 512
 dims), each of a request's n_nodes tree rows sees the whole prefix plus its
 ancestors in the tree.  No public MLA kernel takes a tree mask, so the user

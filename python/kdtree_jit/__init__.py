@@ -38,7 +38,7 @@ Attn = collections.namedtuple("Attn", "o lse")
 Accept = collections.namedtuple(
     "Accept", "accept_len accept_idx accept_token bonus")
 
-# Fixed by the model family (specs/kernels.md §3).
+# Fixed by the model family (docs/contract.md §3).
 KV_DIM = 576
 V_DIM = 512
 

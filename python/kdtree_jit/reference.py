@@ -1,4 +1,4 @@
-"""Pure-Python references of specs/kernels.md, written to be obviously
+"""Pure-Python references of docs/contract.md, written to be obviously
 right, not fast: a binary heap for build_ddtree (§2), the walk of
 tree_accept (§4), and a sort for draft_topk (§1).  No torch, no numpy.
 

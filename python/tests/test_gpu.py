@@ -201,7 +201,7 @@ def test_draft_topk_against_references():
 
 def torch_verify_attn(torch, q, kv, block_table, past, n_nodes, mask, P,
                       scale):
-    """specs/kernels.md §3 in float64 with torch: the fallback oracle when
+    """docs/contract.md §3 in float64 with torch: the fallback oracle when
     the C reference cannot be built."""
     R, N, H, _ = q.shape
     o = torch.zeros(R, N, H, 512, dtype=torch.float64)

@@ -1,6 +1,6 @@
 /*
  * kernels/build_ddtree.c: the build_ddtree kernel's registry definition and
- * its launch function kdtree_build_ddtree() (specs/kernels.md §2).
+ * its launch function kdtree_build_ddtree() (docs/contract.md §2).
  */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /*
  * kernels/draft_topk.c: the draft_topk kernel's registry definition and its
- * launch function kdtree_draft_topk() (specs/kernels.md §1).
+ * launch function kdtree_draft_topk() (docs/contract.md §1).
  */
 #include "config.h"
 

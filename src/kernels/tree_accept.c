@@ -1,6 +1,6 @@
 /*
  * kernels/tree_accept.c: the tree_accept kernel's registry definition and
- * its launch function kdtree_tree_accept() (specs/kernels.md §4).
+ * its launch function kdtree_tree_accept() (docs/contract.md §4).
  */
 #include "config.h"
 

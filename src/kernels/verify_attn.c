@@ -1,7 +1,7 @@
 /*
  * kernels/verify_attn.c: the verify_attn kernel's registry definition, its
  * workspace size and its launch function kdtree_verify_attn()
- * (specs/kernels.md §3).
+ * (docs/contract.md §3).
  *
  * The kernel (kernels_src/verify_attn.cu) runs one block per (row tile of
  * 64 folded node*head rows, KV split, request), with one of two bodies
