@@ -1,10 +1,10 @@
 #!/bin/sh
 # test_cache_tool.sh: tools/kdtree-cache end to end on a private cache:
 # usage errors, populate (compile-only through kdtree_compile), list,
-# explain (a hit, and misses that name the differing field), verify and gc
-# on a corrupted entry, eviction by gc --max-bytes, clear, --all with a
-# read-only layer, and the exit codes scripts rely on.  Skips (77) when
-# NVRTC is unavailable (populate is how entries are made).
+# resources, explain (a hit, and misses that name the differing field),
+# verify and gc on a corrupted entry, eviction by gc --max-bytes, clear,
+# --all with a read-only layer, and the exit codes scripts rely on.
+# Skips (77) when NVRTC is unavailable (populate is how entries are made).
 set -u
 tool=${top_builddir:-.}/tools/kdtree-cache
 if [ ! -x "$tool" ]; then
@@ -69,6 +69,11 @@ has "tree_accept .*sm_90 .*cubin"
 has "tree_accept .*sm_90 .*alias"
 expect 0 "$tool" verify
 has "0 bad"
+# resources: the kernel function of the cubin entry, aliases left out.
+expect 0 "$tool" resources
+has "tree_accept .*sm_90 .*kdt_tree_accept  *[1-9][0-9]* "
+[ "$(grep -c kdt_tree_accept "$tmp/out")" -eq 1 ] || fail "resources: not one row"
+expect 2 "$tool" resources extra
 
 # explain: a hit, then misses that name the field.
 expect 0 "$tool" explain tree_accept --arch sm_90

@@ -2,6 +2,7 @@
  * kdtree-cache: look after libkdtree's compiled-kernel cache.
  *
  *   kdtree-cache [--dir DIR] list [--all]
+ *   kdtree-cache [--dir DIR] resources [--all]
  *   kdtree-cache [--dir DIR] verify [--all] [--delete]
  *   kdtree-cache [--dir DIR] explain KERNEL [SHAPE] [--arch A] [--nvrtc V]
  *   kdtree-cache [--dir DIR] populate [--arch "sm_90a sm_120"] [KERNEL[:SHAPE]]...
@@ -31,6 +32,7 @@
 #include "cache/admin.h"
 #include "base/error.h"
 #include "kdtree.h"
+#include "jit/cubin_info.h"
 #include "jit/obtain.h"
 #include "jit/registry.h"
 #include "cache/key.h"
@@ -40,6 +42,8 @@ enum { EXIT_OK = 0, EXIT_NO = 1, EXIT_USAGE = 2, EXIT_CACHE = 3 };
 static const char usage_text[] =
     "usage: kdtree-cache [--dir DIR] COMMAND [ARGS]\n"
     "  list [--all]              entries: kernel, shape, target, size, last used\n"
+    "  resources [--all]         per kernel function of each cubin: registers,\n"
+    "                            stack (spills), static shared memory, bounds\n"
     "  verify [--all] [--delete] check every entry (exit 1 if any is bad)\n"
     "  explain KERNEL [SHAPE] [--arch A] [--nvrtc V]\n"
     "                            would this lookup hit? if not, which preimage\n"
@@ -318,6 +322,58 @@ cmd_list(int all)
     free_entries(v, n);
     kdt_cache_free_dirs(layers, n_layers);
     return EXIT_OK;
+}
+
+/* What each cubin entry's kernels hold: the numbers a shape is tuned by
+ * (a stack above 0 is local memory: spills, local arrays or calls). */
+static int
+cmd_resources(int all)
+{
+    char **layers;
+    size_t n_layers, n, i;
+    entry *v;
+    int st, unreadable = 0;
+
+    if (!all && (st = need_user_dir()))
+        return st;
+    if (collect_all(all, &layers, &n_layers, &v, &n) != 0) {
+        fprintf(stderr, "kdtree-cache: out of memory\n");
+        return EXIT_CACHE;
+    }
+    printf("%-12s %-14s %-28s %-8s %-24s %5s %6s %7s %7s %8s\n", "KEY",
+           "KERNEL", "SHAPE", "TARGET", "FUNCTION", "REGS", "STACK",
+           "SHARED", "PARAMS", "THREADS");
+    for (i = 0; i < n; i++) {
+        char kernel[256], shape[128], target[32], why[200];
+        kdt_cubin_kernel k[8];
+        entry *e = &v[i];
+        int nk = 0;
+
+        if (!e->ok || e->view.kind != KDT_PAYLOAD_CUBIN)
+            continue;
+        field_text(e, "kernel", kernel, sizeof kernel);
+        field_text(e, "constants", shape, sizeof shape);
+        field_text(e, "target", target, sizeof target);
+        if (kdt_cubin_kernels(e->view.payload, e->view.payload_size, k, 8,
+                              &nk, why, sizeof why) != 0) {
+            printf("%-12.12s %-14s %-28s %-8s (unreadable: %s)\n",
+                   e->file.name, kernel, shape, target, why);
+            unreadable++;
+            continue;
+        }
+        for (int f = 0; f < nk && f < 8; f++)
+            printf("%-12.12s %-14s %-28s %-8s %-24s %5u %6u %7u %7u %8u\n",
+                   e->file.name, kernel, shape, target, k[f].name,
+                   k[f].registers, k[f].stack_bytes, k[f].shared_bytes,
+                   k[f].param_bytes, k[f].max_threads);
+    }
+    printf("STACK: bytes of local memory a thread uses (0: no spills); "
+           "SHARED: static, with\nthe 1 KB the system reserves (dynamic "
+           "shared memory is set at launch); THREADS:\n__launch_bounds__ "
+           "(0: none)\n");
+    free_entries(v, n);
+    kdt_cache_free_dirs(layers, n_layers);
+    return unreadable ? EXIT_NO : EXIT_OK;
 }
 
 static int
@@ -743,6 +799,8 @@ main(int argc, char **argv)
     }
     if (strcmp(cmd, "list") == 0 && n_pos == 0)
         return cmd_list(all);
+    if (strcmp(cmd, "resources") == 0 && n_pos == 0)
+        return cmd_resources(all);
     if (strcmp(cmd, "verify") == 0 && n_pos == 0)
         return cmd_verify(all, del);
     if (strcmp(cmd, "explain") == 0 && (n_pos == 1 || n_pos == 2))
