@@ -2,7 +2,8 @@
 # test_bench.sh: kdtree-bench --quick --json --compile-only runs on a
 # machine without a GPU and prints one JSON object of the documented
 # shape: a cold and a warm compile of every registered kernel for sm_90a and
-# sm_120, each compiled when cold and served from disk when warm.  Times
+# sm_120, each compiled when cold and served from disk when warm, with the
+# registers and memory of each kernel function of its cubin.  Times
 # are printed, never judged.  Skips (77) without NVRTC or python3.
 set -u
 bench=${KDTREE_BENCH:-./tools/kdtree-bench}
@@ -57,6 +58,14 @@ for r in load:
         need(isinstance(r.get(k), num) and r[k] > 0, "%s: %s = %r" % (name, k, r.get(k)))
     need(r.get("hot_find_us") is None, name + ": hot lookup without a GPU")
     need(isinstance(r.get("shape"), str) and "=" in r["shape"], name + ": shape")
+    fns = r.get("functions")
+    need(isinstance(fns, list) and len(fns) >= 1, name + ": functions %r" % fns)
+    for f in fns or []:
+        need(str(f.get("name", "")).startswith("kdt_"), name + ": function name")
+        need(isinstance(f.get("registers"), int) and 0 < f["registers"] <= 255,
+             name + ": registers %r" % f.get("registers"))
+        for k in ("stack_bytes", "shared_bytes", "param_bytes", "max_threads"):
+            need(isinstance(f.get(k), int) and f[k] >= 0, "%s: %s" % (name, k))
 need(d.get("kernels") == [] and d.get("overhead") == [], "GPU rows in compile-only mode")
 if problems:
     print("test_bench: FAIL", file=sys.stderr)

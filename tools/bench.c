@@ -26,6 +26,8 @@
 #include "cache/cache.h"
 #include "cuda/driver.h"
 #include "base/error.h"
+#include "jit/cubin_info.h"
+#include "jit/obtain.h"
 #include "jit/registry.h"
 #include "jit/sources.h"
 #include "cuda/nvrtc.h"
@@ -56,6 +58,10 @@ typedef struct load_row {
     double warm_load_ms; /* of which cuModuleLoadData (stats) */
     double hot_find_us;  /* kdt_runtime_find() of a loaded shape */
     double hot_prepare_us; /* kdtree_prepare() of a loaded shape */
+    /* The cached cubin's kernel functions (n_fn = -1: not read, a PTX
+     * entry or unreadable). */
+    kdt_cubin_kernel fn[KDT_MAX_FUNCS];
+    int n_fn;
     char problem[256]; /* what went wrong or looked wrong, or "" */
 } load_row;
 
@@ -682,6 +688,7 @@ new_load_row(bench_ctx *b, const char *kernel, const char *arch,
     r->gpu = gpu;
     r->cold_ms = r->cold_nvrtc_ms = r->bare_ms = r->warm_ms = NAN;
     r->warm_load_ms = r->hot_find_us = r->hot_prepare_us = NAN;
+    r->n_fn = -1;
     return r;
 }
 
@@ -759,6 +766,30 @@ warm_nvrtc(bench_ctx *b, load_row *r, int id, const int64_t *vals,
         return;
     b->nvrtc_warmed = 1;
     (void)bare_compile_ms(r, id, vals, target, kind);
+}
+
+/* The registers, stack and shared memory of the cubin the cache holds for
+ * the row's shape (what its load measured), read while its cache
+ * directory is still the current one. */
+static void
+read_resources(load_row *r, int id, const int64_t *vals, const char *target,
+               int kind)
+{
+    kdt_blob blob = {0};
+    char why[200];
+    int from = 0, n = 0;
+    if (kind != KDT_PAYLOAD_CUBIN)
+        return;
+    if (kdt_kernel_obtain(id, vals, target, kind, &blob, &from)) {
+        problem(r, "resources: %s", kdtree_last_error());
+        return;
+    }
+    if (kdt_cubin_kernels(blob.data, blob.size, r->fn, KDT_MAX_FUNCS, &n,
+                          why, sizeof why))
+        problem(r, "resources: %s", why);
+    else
+        r->n_fn = n < KDT_MAX_FUNCS ? n : KDT_MAX_FUNCS;
+    kdt_blob_free(&blob);
 }
 
 static int
@@ -907,6 +938,8 @@ bench_load_gpu(bench_ctx *b, int index)
     r->bare_ms = median(bare, nb);
     r->warm_ms = median(warm, nw);
     r->warm_load_ms = median(wload, nw);
+    if (!st)
+        read_resources(r, id, vals, target, kind);
     if (dir) {
         rm_tree(dir);
         free(dir);
@@ -996,6 +1029,8 @@ bench_load_compile(bench_ctx *b, int index, const char *arch)
     r->cold_nvrtc_ms = median(cnv, nc);
     r->bare_ms = median(bare, nb);
     r->warm_ms = median(warm, nw);
+    if (!st)
+        read_resources(r, id, vals, arch, kind);
     if (dir) {
         rm_tree(dir);
         free(dir);
@@ -1225,6 +1260,53 @@ collect_targets(bench_ctx *b, target *t, int max)
     return n;
 }
 
+/* A load row's kernel functions: a list, or null when not read. */
+static void
+json_functions(FILE *o, const load_row *r)
+{
+    if (r->n_fn < 0) {
+        fputs("null", o);
+        return;
+    }
+    fputc('[', o);
+    for (int i = 0; i < r->n_fn; i++) {
+        const kdt_cubin_kernel *k = &r->fn[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", o);
+        json_str(o, k->name);
+        fprintf(o, ", \"registers\": %u, \"stack_bytes\": %u, "
+                "\"shared_bytes\": %u, \"param_bytes\": %u, "
+                "\"max_threads\": %u}", k->registers, k->stack_bytes,
+                k->shared_bytes, k->param_bytes, k->max_threads);
+    }
+    fputc(']', o);
+}
+
+/* The resources table under the load table. */
+static void
+table_functions(bench_ctx *b, FILE *o)
+{
+    int any = 0;
+    for (int i = 0; i < b->n_load; i++)
+        any |= b->load[i].n_fn > 0;
+    if (!any)
+        return;
+    fprintf(o, "\nResources per kernel function (the cached cubin of each "
+            "row; stack > 0 is local memory: spills, local arrays, calls)\n");
+    fprintf(o, "%-13s %-8s %-24s %5s %6s %8s %7s %8s\n", "kernel", "target",
+            "function", "regs", "stack", "shared", "params", "threads");
+    for (int i = 0; i < b->n_load; i++) {
+        const load_row *r = &b->load[i];
+        for (int f = 0; f < r->n_fn; f++)
+            fprintf(o, "%-13s %-8s %-24s %5u %6u %8u %7u %8u\n", r->kernel,
+                    r->arch, r->fn[f].name, r->fn[f].registers,
+                    r->fn[f].stack_bytes, r->fn[f].shared_bytes,
+                    r->fn[f].param_bytes, r->fn[f].max_threads);
+    }
+    fprintf(o, "  shared = static, with the 1 KB the system reserves; "
+            "dynamic shared memory is set at launch; threads = "
+            "__launch_bounds__\n");
+}
+
 static const char *
 nvrtc_version_text(void)
 {
@@ -1291,6 +1373,8 @@ report_json(bench_ctx *b, FILE *o)
         json_num(o, r->hot_find_us);
         fputs(", \"hot_prepare_us\": ", o);
         json_num(o, r->hot_prepare_us);
+        fputs(", \"functions\": ", o);
+        json_functions(o, r);
         fputs(", \"problem\": ", o);
         if (r->problem[0])
             json_str(o, r->problem);
@@ -1433,6 +1517,7 @@ report_table(bench_ctx *b, FILE *o)
                 "source and options alone;\n  hot = kdt_runtime_find (the "
                 "launch path's lookup); prep = kdtree_prepare of a loaded "
                 "shape\n");
+        table_functions(b, o);
     }
 
     if (b->n_rows) {
