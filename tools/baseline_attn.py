@@ -1,48 +1,168 @@
 #!/usr/bin/env python3
-"""baseline_attn.py: what a PyTorch user would write today for verify_attn.
+"""baseline_attn.py: verify_attn's problem done the ways others do it.
 
-The same problem as kdtree_verify_attn (docs/contract.md section 3): absorbed
-MLA (one 576-wide latent KV head shared by H query heads; V = its first 512
-dims), each of a request's n_nodes tree rows sees the whole prefix plus its
-ancestors in the tree.  No public MLA kernel takes a tree mask, so the user
-composes it from PyTorch ops.  Two compositions are timed and the faster is
-the baseline:
+The problem is kdtree_verify_attn's (docs/contract.md section 3):
+absorbed MLA, one 576-wide latent KV head shared by H query heads (V = its
+first 512 dims); each of a request's tree rows sees the whole prefix plus
+its own ancestors in the tree.  kdtree-bench runs this script with the
+config strings of the cases it measured (--configs) and prints each
+baseline beside its own figure:
 
-  matmul: bf16 S = Q K^T (the n_nodes*H rows of a request folded into M),
-          f32 scale + tree mask + softmax + logsumexp, bf16 O = P V;
-  sdpa:   torch.nn.functional.scaled_dot_product_attention with a boolean
-          mask (when the installed PyTorch accepts a 576-wide q/k with a
-          512-wide v).
+  torch               what a PyTorch user writes today, the faster of
+                      matmul (bf16 S = Q K^T with the rows and heads of a
+                      request folded into M, f32 scale + tree mask +
+                      softmax + logsumexp, bf16 O = P V) and SDPA with a
+                      boolean mask; the KV of each request contiguous,
+                      which leaves out the paged gather and flatters it.
+  flashinfer-bound    FlashInfer's BatchMLAPagedAttentionWrapper (fa3 on
+                      sm_90a), causal=False over the prefix and every tree
+                      row: the same work minus the tree mask, which no
+                      public MLA kernel takes.  A bound, not an answer.
+  flashinfer-cascade  the right answer from the same kernel, as SGLang's
+                      Hopper backend verifies trees: every tree row over
+                      the prefix (with its LSE), then each tree row over
+                      its own ancestors only (a request per row, pages of
+                      one token), merged by LSE (flashinfer.merge_state).
 
-Both read the KV from a contiguous [R][past + n_nodes][576] tensor: the
-gather from the paged cache is left out, which only flatters the baseline.
-Times are medians of CUDA-event-timed runs after warm-up.
+FlashInfer runs on the bench's layout: q [rows][H][576] and the paged KV
+[pages][64][576] in shuffled page order, its ckv and kpe views of the same
+pages; the KV is cold in L2 as the bench times ours (copies of it, 256 MB
+at least, cycled between launches).  Its times, like the bench's, are
+medians over batches of back-to-back launches timed by CUDA events behind
+a GPU sleep that lets this thread queue the whole batch first (at least
+50 launches).  Plan calls are outside the time (a server plans once per
+step, for every layer).  A small case checks the cascade against an f32
+reference (and against kdtree's own kernel when kdtree_jit imports) and
+reports the largest error.  Where flashinfer does not import or cannot run
+fa3, the JSON's notes say it skipped them and why.
 
-    python3 tools/baseline_attn.py [--quick] [--json out.json]
+    python3 tools/baseline_attn.py [--quick] [--json FILE] [--configs FILE]
+        [--no-torch] [--no-flashinfer]
+    python3 tools/baseline_attn.py --flashinfer-prebuild DIR
+
+--flashinfer-prebuild builds the FlashInfer modules this script runs
+(nvcc, no GPU needed; FLASHINFER_CUDA_ARCH_LIST, default 9.0a) and copies
+them to DIR/<name>/<name>.so, the layout of FlashInfer's AOT directory
+that tools/gpu-flashinfer.sh installs them into.  Exit status 77 when
+torch or a CUDA device is missing (kdtree-bench notes it).
 """
 import argparse
 import json
+import math
+import os
+import random
+import re
 import sys
-
-import torch
-import torch.nn.functional as F
+import time
 
 D_QK, D_V = 576, 512
+PAGE = 64
 FLOP_PER = 2 * D_QK + 2 * D_V  # 2176 per (row, cached token)
+SCALE = 0.1352                 # the bench's
+L2_DEFEAT = 256e6              # bytes of KV cycled through, at least
+FI_WORKSPACE = 512 << 20       # FlashInfer's float workspace (split-KV)
+DEVICE = "cuda"
 
 
-def tree_mask(n, gen):
-    """Ancestor mask [n][n] (bool) of a random tree with parent[i] < i."""
-    m = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        m[i, i] = True
-        if i:
-            par = int(torch.randint(0, i, (1,), generator=gen))
-            m[i] |= m[par]
-    return m
+def log(msg):
+    print(msg, flush=True)
 
 
-def median_us(fn, reps):
+def first_line(e):
+    text = "%s: %s" % (type(e).__name__, e)
+    return text.strip().splitlines()[0][:300]
+
+
+# ---- cases ---------------------------------------------------------------
+
+def parse_config(text):
+    """'H=8 R=1 past_len=4096 rows=65' -> (H, R, past, rows)."""
+    kv = dict(re.findall(r"(\w+)=(\d+)", text))
+    return int(kv["H"]), int(kv["R"]), int(kv["past_len"]), int(kv["rows"])
+
+
+def config_text(H, R, past, rows):
+    return "H=%d R=%d past_len=%d rows=%d" % (H, R, past, rows)
+
+
+def grid(a):
+    """The cases without --configs: a grid from the command line."""
+    if a.quick:
+        return [(8, 1, 4096, 65)]
+    heads = [int(x) for x in a.heads.split(",")]
+    pasts = [int(x) for x in a.past.split(",")]
+    reqs = [int(x) for x in a.requests.split(",")]
+    rows = [int(x) for x in a.rows.split(",")]
+    return [(H, R, p, n) for n in rows for R in reqs for H in heads
+            for p in pasts]
+
+
+class Tree(object):
+    """R random trees of n rows (parent[i] < i, as the bench draws them):
+    each row's ancestors (itself included) and the boolean mask."""
+
+    def __init__(self, R, n, rng):
+        self.R, self.n = R, n
+        self.anc = []
+        for _ in range(R):
+            par = [-1] + [rng.randrange(i) for i in range(1, n)]
+            rows = []
+            for i in range(n):
+                a, j = [], i
+                while j >= 0:
+                    a.append(j)
+                    j = par[j]
+                rows.append(a)
+            self.anc.append(rows)
+
+    def mask(self, torch, r):
+        m = torch.zeros(self.n, self.n, dtype=torch.bool)
+        for i, a in enumerate(self.anc[r]):
+            m[i, a] = True
+        return m
+
+
+def kv_copies(R, max_pages):
+    return max(1, int(math.ceil(L2_DEFEAT / (R * max_pages * PAGE * D_QK * 2))))
+
+
+# ---- timing --------------------------------------------------------------
+
+class Timer(object):
+    """Per-launch µs of fn(i), the way kdtree-bench times its kernels."""
+
+    def __init__(self, torch, quick):
+        self.torch = torch
+        self.min_launches = 10 if quick else 50
+        self.reps = 5 if quick else 21
+        self.want_us = 200 if quick else 1000
+        self.e0 = torch.cuda.Event(enable_timing=True)
+        self.e1 = torch.cuda.Event(enable_timing=True)
+
+    def batch_us(self, fn, n, start):
+        # Head start: long enough for this thread to queue n launches at a
+        # pessimistic 150 µs each (the cascade makes three Python calls).
+        self.torch.cuda._sleep(int(2000 * (100 + 150 * n)))
+        self.e0.record()
+        for i in range(n):
+            fn(start + i)
+        self.e1.record()
+        self.e1.synchronize()
+        return self.e0.elapsed_time(self.e1) * 1e3 / n
+
+    def __call__(self, fn):
+        for i in range(3):
+            fn(i)
+        self.torch.cuda.synchronize()
+        n = 1
+        while n < 64 and self.batch_us(fn, n, 0) * n < self.want_us:
+            n *= 2
+        reps = max(self.reps, -(-self.min_launches // n))
+        ts = sorted(self.batch_us(fn, n, r * n) for r in range(reps))
+        return ts[len(ts) // 2]
+
+
+def torch_median_us(torch, fn, reps):
     start = torch.cuda.Event(enable_timing=True)
     stop = torch.cuda.Event(enable_timing=True)
     for _ in range(2):
@@ -59,17 +179,19 @@ def median_us(fn, reps):
     return ts[len(ts) // 2]
 
 
-def case(H, R, past, nn, reps, gen):
-    dev = "cuda"
+# ---- torch ---------------------------------------------------------------
+
+def torch_case(torch, H, R, past, nn, tree, reps):
+    import torch.nn.functional as F
+    dev = DEVICE
     total = past + nn
     rows = nn * H
-    scale = 192 ** -0.5
     q = torch.empty(R, rows, D_QK, dtype=torch.bfloat16, device=dev).uniform_(-1, 1)
     kv = torch.empty(R, total, D_QK, dtype=torch.bfloat16, device=dev).uniform_(-1, 1)
-    anc = tree_mask(nn, gen).to(dev)
-    # [rows][total] visibility, row = node * H + head
-    vis = torch.ones(rows, total, dtype=torch.bool, device=dev)
-    vis[:, past:] = anc.repeat_interleave(H, dim=0)
+    # [R][rows][total] visibility, row = node * H + head
+    vis = torch.ones(R, rows, total, dtype=torch.bool, device=dev)
+    for r in range(R):
+        vis[r, :, past:] = tree.mask(torch, r).to(dev).repeat_interleave(H, dim=0)
     v = kv[..., :D_V]
     # the f32 score matrix of one request: batch requests only while it fits
     per_req = rows * total * 4
@@ -79,70 +201,346 @@ def case(H, R, past, nn, reps, gen):
         outs = []
         for r0 in range(0, R, group):
             qs, ks, vs = q[r0:r0 + group], kv[r0:r0 + group], v[r0:r0 + group]
-            s = torch.matmul(qs, ks.transpose(1, 2)).float() * scale
-            s.masked_fill_(~vis, float("-inf"))
+            s = torch.matmul(qs, ks.transpose(1, 2)).float() * SCALE
+            s.masked_fill_(~vis[r0:r0 + group], float("-inf"))
             lse = torch.logsumexp(s, dim=-1)
             p = torch.softmax(s, dim=-1).to(torch.bfloat16)
             outs.append((torch.matmul(p, vs), lse))
         return outs
 
-    res = {"kernel": "verify_attn", "H": H, "R": R, "past_len": past,
-           "rows": nn, "flops": float(R) * rows * past * FLOP_PER}
-    res["matmul_us"] = median_us(matmul, reps)
+    res = {"matmul_us": torch_median_us(torch, matmul, reps)}
 
     def sdpa():
         outs = []
         for r0 in range(0, R, group):
             outs.append(F.scaled_dot_product_attention(
                 q[r0:r0 + group, None], kv[r0:r0 + group, None],
-                v[r0:r0 + group, None], attn_mask=vis, scale=scale))
+                v[r0:r0 + group, None], attn_mask=vis[r0:r0 + group, None],
+                scale=SCALE))
         return outs
 
     try:
-        res["sdpa_us"] = median_us(sdpa, reps)
+        res["sdpa_us"] = torch_median_us(torch, sdpa, reps)
     except Exception as e:  # shapes SDPA refuses on this PyTorch
         res["sdpa_us"] = None
-        res["sdpa_error"] = str(e).splitlines()[0][:200]
+        res["sdpa_error"] = first_line(e)
     best = min(t for t in (res["matmul_us"], res["sdpa_us"]) if t)
-    res["baseline_us"] = best
-    res["baseline"] = "matmul" if best == res["matmul_us"] else "sdpa"
-    res["tflops"] = res["flops"] / best * 1e-6
-    del q, kv, vis
-    torch.cuda.empty_cache()
+    res["us"] = best
+    res["method"] = "matmul" if best == res["matmul_us"] else "sdpa"
     return res
 
+
+# ---- FlashInfer ----------------------------------------------------------
+
+def flashinfer_modules(torch):
+    """The JIT specs of what this script runs: the fa3 MLA module for bf16
+    q/kv/o, int32 indices, 512 + 64 dims, and the cascade module
+    (merge_state).  One list for the run and for --flashinfer-prebuild."""
+    from flashinfer.jit import gen_batch_mla_module
+    from flashinfer.jit.cascade import gen_cascade_module
+    return [gen_batch_mla_module("fa3", torch.bfloat16, torch.bfloat16,
+                                 torch.bfloat16, torch.int32, D_V,
+                                 D_QK - D_V, False),
+            gen_cascade_module()]
+
+
+def flashinfer_or_reason(torch):
+    """(flashinfer module, None) when the fa3 MLA path can run here, else
+    (None, why not)."""
+    try:
+        import flashinfer
+    except Exception as e:
+        return None, "flashinfer does not import (%s)" % first_line(e)
+    cc = torch.cuda.get_device_capability()
+    if cc != (9, 0):
+        return None, ("fa3 is Hopper's (sm_90a); this GPU is sm_%d%d"
+                      % cc)
+    try:
+        for spec in flashinfer_modules(torch):
+            if not spec.is_compiled and os.environ.get("FLASHINFER_DISABLE_JIT"):
+                return None, ("module %s is not prebuilt and "
+                              "FLASHINFER_DISABLE_JIT is set (see "
+                              "tools/gpu-flashinfer.sh)" % spec.name)
+    except Exception as e:
+        return None, "flashinfer's module specs: %s" % first_line(e)
+    return flashinfer, None
+
+
+class Paged(object):
+    """One case's inputs in the bench's layout: `copies` copies of R
+    requests' KV, [copies][R * max_pages][64][576], each request's pages a
+    shuffled choice within its copy (the same block table in every copy);
+    q [R * rows][H][576]."""
+
+    def __init__(self, torch, H, R, past, rows, tree, copies, gen):
+        dev = DEVICE
+        self.H, self.R, self.past, self.rows, self.tree = H, R, past, rows, tree
+        self.max_pages = (past + rows + PAGE - 1) // PAGE
+        self.copies = copies
+        self.pool = torch.empty(copies, R * self.max_pages, PAGE, D_QK,
+                                dtype=torch.bfloat16, device=dev).uniform_(-1, 1)
+        self.bt = torch.randperm(R * self.max_pages, generator=gen).to(
+            torch.int32).view(R, self.max_pages)
+        self._bt = self.bt.tolist()
+        self.q = torch.empty(R * rows, H, D_QK, dtype=torch.bfloat16,
+                             device=dev).uniform_(-1, 1)
+
+    def pages(self, c):
+        """ckv, kpe of copy c: views of its [pages][64][576]."""
+        p = self.pool[c]
+        return p[..., :D_V], p[..., D_V:]
+
+    def tokens(self, c):
+        """ckv, kpe of copy c as pages of one token."""
+        p = self.pool[c].view(-1, 1, D_QK)
+        return p[..., :D_V], p[..., D_V:]
+
+    def slot(self, r, pos):
+        """The one-token page of request r's token at position pos."""
+        return self._bt[r][pos // PAGE] * PAGE + pos % PAGE
+
+
+class FlashInferCase(object):
+    """The bound and the cascade of one case, planned once."""
+
+    def __init__(self, torch, fi, workspace, x):
+        dev = DEVICE
+        i32 = dict(dtype=torch.int32, device=dev)
+        R, rows, H, past = x.R, x.rows, x.H, x.past
+        self.torch, self.fi, self.x = torch, fi, x
+        self.q_nope, self.q_pe = x.q[..., :D_V], x.q[..., D_V:]
+        qo_indptr = torch.arange(R + 1, **i32) * rows
+        mk = lambda: fi.BatchMLAPagedAttentionWrapper(workspace,
+                                                      backend="fa3")
+        # the bound: every row over prefix + tree, no mask
+        self.bound = mk()
+        self.bound.plan(qo_indptr, torch.arange(R + 1, **i32) * x.max_pages,
+                        x.bt.flatten().to(dev),
+                        torch.full((R,), past + rows, **i32), H, D_V,
+                        D_QK - D_V, PAGE, False, SCALE, torch.bfloat16,
+                        torch.bfloat16)
+        # the cascade: the prefix, then each row's ancestors, then merge
+        pp = (past + PAGE - 1) // PAGE
+        self.prefix = mk()
+        self.prefix.plan(qo_indptr, torch.arange(R + 1, **i32) * pp,
+                         x.bt[:, :pp].flatten().to(dev),
+                         torch.full((R,), past, **i32), H, D_V, D_QK - D_V,
+                         PAGE, False, SCALE, torch.bfloat16, torch.bfloat16)
+        idx, lens = [], []
+        for r in range(R):
+            for a in x.tree.anc[r]:
+                idx += [x.slot(r, past + j) for j in a]
+                lens.append(len(a))
+        indptr = [0]
+        for n in lens:
+            indptr.append(indptr[-1] + n)
+        self.anc = mk()
+        self.anc.plan(torch.arange(R * rows + 1, **i32),
+                      torch.tensor(indptr, **i32), torch.tensor(idx, **i32),
+                      torch.tensor(lens, **i32), H, D_V, D_QK - D_V, 1,
+                      False, SCALE, torch.bfloat16, torch.bfloat16)
+        shape = (R * rows, H)
+        self.o = [torch.empty(shape + (D_V,), dtype=torch.bfloat16,
+                              device=dev) for _ in range(2)]
+        self.lse = [torch.empty(shape, dtype=torch.float32, device=dev)
+                    for _ in range(2)]
+
+    def run_bound(self, i):
+        ckv, kpe = self.x.pages(i % self.x.copies)
+        return self.bound.run(self.q_nope, self.q_pe, ckv, kpe, out=self.o[0],
+                              lse=self.lse[0], return_lse=True)
+
+    def run_cascade(self, i):
+        c = i % self.x.copies
+        ckv, kpe = self.x.pages(c)
+        o1, s1 = self.prefix.run(self.q_nope, self.q_pe, ckv, kpe,
+                                 out=self.o[0], lse=self.lse[0],
+                                 return_lse=True)
+        ckv, kpe = self.x.tokens(c)
+        o2, s2 = self.anc.run(self.q_nope, self.q_pe, ckv, kpe, out=self.o[1],
+                              lse=self.lse[1], return_lse=True)
+        return self.fi.merge_state(o1, s1, o2, s2)
+
+
+def reference(torch, x, c=0):
+    """f32 attention of case x's copy c: o [R * rows][H][512]."""
+    out = []
+    for r in range(x.R):
+        n = x.past + x.rows
+        pages = x.pool[c][x.bt[r].long().to(x.pool.device)]
+        kv = pages.reshape(-1, D_QK)[:n].float()
+        q = x.q[r * x.rows:(r + 1) * x.rows].float().reshape(-1, D_QK)
+        s = (q @ kv.T) * SCALE
+        vis = torch.ones(x.rows, n, dtype=torch.bool)
+        vis[:, x.past:] = x.tree.mask(torch, r)
+        vis = vis.to(s.device).repeat_interleave(x.H, dim=0)
+        s.masked_fill_(~vis, float("-inf"))
+        out.append((torch.softmax(s, -1) @ kv[:, :D_V]).view(x.rows, x.H, D_V))
+    return torch.cat(out)
+
+
+def ours(torch, x):
+    """kdtree's verify_attn on case x's copy 0 through kdtree_jit, or a
+    reason it could not run."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "python"))
+    try:
+        import kdtree_jit
+        rt = kdtree_jit.Runtime()
+        W = (x.rows + 31) // 32
+        mask = torch.zeros(x.R, x.rows, W, dtype=torch.int64)
+        for r in range(x.R):
+            for i, a in enumerate(x.tree.anc[r]):
+                for j in a:
+                    mask[r, i, j // 32] |= 1 << (j % 32)
+        mask = torch.where(mask >= 2 ** 31, mask - 2 ** 32, mask).to(
+            torch.int32).to(DEVICE)
+        i32 = dict(dtype=torch.int32, device=DEVICE)
+        res = rt.verify_attn(x.q.view(x.R, x.rows, x.H, D_QK), x.pool[0],
+                             x.bt.to(DEVICE), torch.full((x.R,), x.past, **i32),
+                             torch.full((x.R,), x.rows, **i32), mask, SCALE)
+        torch.cuda.synchronize()
+        return res.o.reshape(x.R * x.rows, x.H, D_V), None
+    except Exception as e:
+        return None, first_line(e)
+
+
+def check_cascade(torch, fi, workspace, gen, rng):
+    """The cascade against the f32 reference (and ours) on a small case
+    whose prefix ends inside a page; returns a note."""
+    x = Paged(torch, 8, 2, 1000, 65, Tree(2, 65, rng), 1, gen)
+    case = FlashInferCase(torch, fi, workspace, x)
+    o_fi, _ = case.run_cascade(0)
+    ref = reference(torch, x)
+    err = (o_fi.float() - ref).abs().max().item()
+    o_ours, why = ours(torch, x)
+    if o_ours is None:
+        tail = "; ours not run (%s)" % why
+    else:
+        tail = ("; ours %.3g from the reference, %.3g from the cascade"
+                % ((o_ours.float() - ref).abs().max().item(),
+                   (o_ours.float() - o_fi.float()).abs().max().item()))
+    return ("flashinfer-cascade check (H=8 R=2 past_len=1000 rows=65): max "
+            "|o - f32 reference| = %.3g%s" % (err, tail)), err
+
+
+# ---- prebuild --------------------------------------------------------------
+
+def prebuild(out_dir):
+    import shutil
+    import torch
+    os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", "9.0a")
+    import flashinfer
+    log("flashinfer %s, arch %s" % (flashinfer.__version__,
+                                    os.environ["FLASHINFER_CUDA_ARCH_LIST"]))
+    for spec in flashinfer_modules(torch):
+        t0 = time.time()
+        spec.build(verbose=False)
+        dst = os.path.join(out_dir, spec.name)
+        os.makedirs(dst, exist_ok=True)
+        shutil.copy2(str(spec.jit_library_path),
+                     os.path.join(dst, spec.name + ".so"))
+        log("built %s in %.0f s" % (spec.name, time.time() - t0))
+    return 0
+
+
+# ---- main ------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--configs", help="a file of config strings, one a line "
+                    "(kdtree-bench's cases)")
     ap.add_argument("--heads", default="8,16,64,128")
     ap.add_argument("--past", default="4096,32768,131072")
     ap.add_argument("--requests", default="1,8")
-    ap.add_argument("--rows", type=int, default=65)
+    ap.add_argument("--rows", default="65")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-flashinfer", action="store_true")
+    ap.add_argument("--flashinfer-prebuild", metavar="DIR")
     a = ap.parse_args()
-    heads = [int(x) for x in a.heads.split(",")]
-    pasts = [int(x) for x in a.past.split(",")]
-    reqs = [int(x) for x in a.requests.split(",")]
-    if a.quick:
-        heads, pasts, reqs = [8], [4096], [1]
+    if a.flashinfer_prebuild:
+        return prebuild(a.flashinfer_prebuild)
+    try:
+        import torch
+    except ImportError:
+        print("torch is not installed", file=sys.stderr)
+        return 77
+    if not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 77
+    if a.configs:
+        with open(a.configs) as f:
+            cases = [parse_config(l) for l in f if l.strip()]
+    else:
+        cases = grid(a)
+    notes, rows = [], []
     gen = torch.Generator().manual_seed(1)
-    out = []
-    for R in reqs:
-        for H in heads:
-            for past in pasts:
-                reps = 10 if R * H * past <= 8 * 16 * 32768 else 5
-                r = case(H, R, past, a.rows, reps, gen)
-                out.append(r)
-                print("baseline H=%d R=%d past=%d rows=%d: matmul %.1f us, "
-                      "sdpa %s, best %.1f us = %.1f TFLOP/s"
-                      % (H, R, past, a.rows, r["matmul_us"],
-                         "%.1f us" % r["sdpa_us"] if r["sdpa_us"] else "n/a",
-                         r["baseline_us"], r["tflops"]), flush=True)
+    rng = random.Random(1)
+    fi, why = (None, "--no-flashinfer") if a.no_flashinfer else \
+        flashinfer_or_reason(torch)
+    workspace = None
+    if fi is not None:
+        workspace = torch.empty(FI_WORKSPACE, dtype=torch.uint8,
+                                device=DEVICE)
+        try:
+            note, err = check_cascade(torch, fi, workspace, gen, rng)
+            log(note)
+            notes.append(note)
+            if not err < 0.02:
+                notes.append("flashinfer-cascade: its check failed, so it "
+                             "is not timed")
+                fi, why = None, "its output is wrong (see the check)"
+        except Exception as e:
+            fi, why = None, "it failed on the check case (%s)" % first_line(e)
+    if fi is None:
+        notes.append("flashinfer-bound, flashinfer-cascade: skipped: " + why)
+        log(notes[-1])
+    else:
+        notes.append("flashinfer %s, backend fa3 (%s)" % (
+            fi.__version__, ", ".join(
+                "%s %s" % (s.name.split("_dtype")[0],
+                           "prebuilt" if s.is_aot else "JIT")
+                for s in flashinfer_modules(torch))))
+    timer = Timer(torch, a.quick)
+    for H, R, past, nn in cases:
+        cfg = config_text(H, R, past, nn)
+        tree = Tree(R, nn, rng)
+        base = {"kernel": "verify_attn", "config": cfg,
+                "flops": float(R) * nn * H * past * FLOP_PER}
+        if not a.no_torch:
+            reps = 10 if R * H * past * nn <= 8 * 16 * 32768 * 65 else 5
+            try:
+                t = torch_case(torch, H, R, past, nn, tree, reps)
+                rows.append(dict(base, label="torch", **t))
+                log("%s: torch %.1f us (%s)" % (cfg, t["us"], t["method"]))
+            except Exception as e:
+                notes.append("torch %s: %s" % (cfg, first_line(e)))
+            torch.cuda.empty_cache()
+        if fi is None:
+            continue
+        try:
+            x = Paged(torch, H, R, past, nn, tree,
+                      kv_copies(R, (past + nn + PAGE - 1) // PAGE), gen)
+            case = FlashInferCase(torch, fi, workspace, x)
+            for label, fn in (("flashinfer-bound", case.run_bound),
+                              ("flashinfer-cascade", case.run_cascade)):
+                us = timer(fn)
+                rows.append(dict(base, label=label, us=us,
+                                 copies=x.copies))
+                log("%s: %s %.1f us" % (cfg, label, us))
+            del case, x
+        except Exception as e:
+            notes.append("flashinfer %s: %s" % (cfg, first_line(e)))
+            log(notes[-1])
+        torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(),
-                       "torch": torch.__version__, "cases": out}, f, indent=1)
+                       "torch": torch.__version__,
+                       "flashinfer": fi.__version__ if fi else None,
+                       "notes": notes, "cases": rows}, f, indent=1)
     return 0
 
 

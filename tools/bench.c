@@ -41,7 +41,8 @@
 #define MAX_LOAD_ROWS 64
 #define MAX_ROWS 256
 #define MAX_OVERHEAD 16
-#define MAX_BASE 64
+#define MAX_BASE 512
+#define MAX_ROW_BASELINES 4
 #define MAX_CASES 16
 #define MAX_NOTES 64
 
@@ -65,12 +66,18 @@ typedef struct load_row {
     char problem[256]; /* what went wrong or looked wrong, or "" */
 } load_row;
 
+/* The same work done another way, timed in the same run. */
+typedef struct row_baseline {
+    char name[48];
+    double us;
+} row_baseline;
+
 typedef struct kernel_row {
     char kernel[32];
     char config[96];
     double us, bytes, flops;
-    char baseline[64];
-    double baseline_us;
+    row_baseline base[MAX_ROW_BASELINES];
+    int n_base;
 } kernel_row;
 
 typedef struct overhead_row {
@@ -82,9 +89,11 @@ typedef struct overhead_row {
 
 typedef struct base_row {
     char script[48];
+    char label[48]; /* "torch", "flashinfer-bound", ... */
     char kernel[48];
     char config[128];
     double us;
+    int matched; /* shown beside a kernel row */
 } base_row;
 
 typedef struct case_row {
@@ -616,8 +625,12 @@ bench_row(bench_ctx *b, const char *kernel, const char *config, double us,
     r->us = us;
     r->bytes = bytes;
     r->flops = flops;
-    snprintf(r->baseline, sizeof r->baseline, "%s", baseline ? baseline : "");
-    r->baseline_us = baseline ? baseline_us : NAN;
+    r->n_base = 0;
+    if (baseline) {
+        snprintf(r->base[0].name, sizeof r->base[0].name, "%s", baseline);
+        r->base[0].us = baseline_us;
+        r->n_base = 1;
+    }
     fprintf(stderr, "kdtree-bench: %-12s %-40s %10.2f us\n", kernel,
             r->config, us);
 }
@@ -1046,14 +1059,16 @@ bench_load_compile(bench_ctx *b, int index, const char *arch)
 /* ---- baselines -------------------------------------------------------- */
 
 /* Runs one baseline script and flattens whatever JSON it writes into
- * "ROW\tkernel\tconfig\tus" lines (or one "ERROR\t..." line), so that this
- * file needs no JSON parser.  The script is run as `script --json FILE
- * [--quick]` (the baselines' convention: JSON into FILE, progress on
- * stdout); JSON printed on stdout is accepted too.  Rows: a list, or an
- * object's "cases"/"rows"/"results".  A row's time is the first of
- * baseline_us, median_us, us, time_us (or *_ms); its kernel "kernel" or
- * "name"; its config "config"/"shape", else its other scalar fields
- * ("H=8 R=1 past_len=4096 rows=65"). */
+ * "ROW\tkernel\tconfig\tus\tlabel" and "NOTE\ttext" lines (or one
+ * "ERROR\t..." line), so that this file needs no JSON parser.  The script
+ * is run as `script --json FILE [--quick]` (the baselines' convention: JSON
+ * into FILE, progress on stdout); JSON printed on stdout is accepted too.
+ * Rows: a list, or an object's "cases"/"rows"/"results"; an object's
+ * "notes" (strings: what was skipped and why) become notes.  A row's time
+ * is the first of baseline_us, median_us, us, time_us (or *_ms); its
+ * kernel "kernel" or "name"; its config "config"/"shape", else its other
+ * scalar fields ("H=8 R=1 past_len=4096 rows=65"); its label, the name
+ * the report shows it under, "label" (default "torch"). */
 static const char flatten_py[] =
     "import json, os, subprocess, sys, tempfile\n"
     "script = sys.argv[1]\n"
@@ -1084,6 +1099,8 @@ static const char flatten_py[] =
     "rows = data\n"
     "if isinstance(data, dict):\n"
     "    rows = data.get('cases') or data.get('rows') or data.get('results') or [data]\n"
+    "    for n in data.get('notes') or []:\n"
+    "        print('NOTE\\t' + ' '.join(str(n).split()))\n"
     "TIME = ('baseline_us', 'median_us', 'us', 'time_us')\n"
     "def get(r, *keys):\n"
     "    for k in keys:\n"
@@ -1101,15 +1118,45 @@ static const char flatten_py[] =
     "        c = ' '.join('%s=%s' % (a, b) for a, b in r.items()\n"
     "                     if isinstance(b, (int, str)) and not isinstance(b, bool)\n"
     "                     and a not in ('kernel', 'name') and not a.endswith(('_us', '_ms', '_error'))\n"
-    "                     and a not in ('flops', 'bytes', 'tflops', 'baseline'))\n"
+    "                     and a not in ('flops', 'bytes', 'tflops', 'baseline', 'label'))\n"
     "    if isinstance(c, dict): c = ' '.join('%s=%s' % kv for kv in c.items())\n"
     "    c = str(c).replace('\\t', ' ').replace('\\n', ' ')\n"
-    "    print('ROW\\t%s\\t%s\\t%.4f' % (k, c, float(us)))\n";
+    "    lab = ' '.join(str(r.get('label') or 'torch').split())\n"
+    "    print('ROW\\t%s\\t%s\\t%.4f\\t%s' % (k, c, float(us), lab))\n";
 
-static void
-run_baseline(bench_ctx *b, const char *tools_dir, const char *script)
+/* Writes the config strings of the rows of `kernel` measured so far, one a
+ * line, into a temp file whose name goes into `out`: the cases a baseline
+ * script is to time (its --configs).  0, or -1 when there are none. */
+static int
+write_configs(bench_ctx *b, const char *kernel, char *out, size_t size)
 {
-    char path[4096], cmd[8192], line[1024];
+    int fd, n = 0;
+    FILE *f;
+    snprintf(out, size, "/tmp/kdtree-bench-configs.XXXXXX");
+    if ((fd = mkstemp(out)) < 0)
+        return -1;
+    if (!(f = fdopen(fd, "w"))) {
+        close(fd);
+        unlink(out);
+        return -1;
+    }
+    for (int i = 0; i < b->n_rows; i++)
+        if (strcmp(b->rows[i].kernel, kernel) == 0) {
+            fprintf(f, "%s\n", b->rows[i].config);
+            n++;
+        }
+    fclose(f);
+    if (!n)
+        unlink(out);
+    return n ? 0 : -1;
+}
+
+/* Runs `script`; with `kernel`, on the cases of it this run measured. */
+static void
+run_baseline(bench_ctx *b, const char *tools_dir, const char *script,
+             const char *kernel)
+{
+    char path[4096], cmd[8192], line[1024], configs[64] = "";
     FILE *f, *p;
     int got = 0;
     snprintf(path, sizeof path, "%s/%s", tools_dir, script);
@@ -1127,35 +1174,40 @@ run_baseline(bench_ctx *b, const char *tools_dir, const char *script)
     }
     fputs(flatten_py, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s'%s", tmp, path,
-             b->quick ? " --quick" : "");
+    if (kernel && write_configs(b, kernel, configs, sizeof configs) != 0)
+        configs[0] = 0;
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s'%s%s%s%s", tmp, path,
+             b->quick ? " --quick" : "", configs[0] ? " --configs '" : "",
+             configs, configs[0] ? "'" : "");
     fprintf(stderr, "kdtree-bench: baseline %s\n", script);
     p = popen(cmd, "r");
     if (!p) {
         bench_note(b, "baseline %s: cannot run python3", script);
         unlink(tmp);
+        if (configs[0])
+            unlink(configs);
         return;
     }
     while (fgets(line, sizeof line, p)) {
-        char *k, *c, *u, *save = NULL;
         line[strcspn(line, "\n")] = 0;
         if (strncmp(line, "ROW\t", 4) == 0 && b->n_base < MAX_BASE) {
-            base_row *r = &b->base[b->n_base];
-            k = strtok_r(line + 4, "\t", &save);
-            c = strtok_r(NULL, "\t", &save);
-            u = strtok_r(NULL, "\t", &save);
-            if (!u) { /* an empty config collapses the tabs */
-                u = c;
-                c = "";
-            }
-            if (!k || !u)
+            /* kernel, config (may be empty), us, label */
+            char *f[4], *rest = line + 4;
+            int nf = 0;
+            while (nf < 4 && rest)
+                f[nf++] = strsep(&rest, "\t");
+            if (nf < 4 || !*f[0] || !*f[2])
                 continue;
+            base_row *r = &b->base[b->n_base];
             snprintf(r->script, sizeof r->script, "%s", script);
-            snprintf(r->kernel, sizeof r->kernel, "%s", k);
-            snprintf(r->config, sizeof r->config, "%s", c);
-            r->us = atof(u);
+            snprintf(r->kernel, sizeof r->kernel, "%s", f[0]);
+            snprintf(r->config, sizeof r->config, "%s", f[1]);
+            r->us = atof(f[2]);
+            snprintf(r->label, sizeof r->label, "%s", *f[3] ? f[3] : "torch");
             b->n_base++;
             got++;
+        } else if (strncmp(line, "NOTE\t", 5) == 0) {
+            bench_note(b, "baseline %s: %s", script, line + 5);
         } else if (strncmp(line, "ERROR\t", 6) == 0) {
             bench_note(b, "baseline %s: %s", script, line + 6);
         }
@@ -1165,15 +1217,17 @@ run_baseline(bench_ctx *b, const char *tools_dir, const char *script)
     else if (!got)
         bench_note(b, "baseline %s: no rows", script);
     unlink(tmp);
+    if (configs[0])
+        unlink(configs);
 }
 
 void
 bench_run_baselines(bench_ctx *b, const char *tools_dir, int topk, int attn)
 {
     if (topk)
-        run_baseline(b, tools_dir, "baseline_topk.py");
+        run_baseline(b, tools_dir, "baseline_topk.py", NULL);
     if (attn)
-        run_baseline(b, tools_dir, "baseline_attn.py");
+        run_baseline(b, tools_dir, "baseline_attn.py", "verify_attn");
 }
 
 /* ---- report ----------------------------------------------------------- */
@@ -1407,14 +1461,25 @@ report_json(bench_ctx *b, FILE *o)
         json_num(o, r->flops > 0 ? r->flops / s / 1e12 : NAN);
         fputs(", \"flop_fraction\": ", o);
         json_num(o, r->flops > 0 ? r->flops / s / H200_FLOPS_PER_S : NAN);
+        /* "baseline" is the first (today's path); "baselines" all. */
         fputs(", \"baseline\": ", o);
-        if (r->baseline[0])
-            json_str(o, r->baseline);
+        if (r->n_base)
+            json_str(o, r->base[0].name);
         else
             fputs("null", o);
         fputs(", \"baseline_us\": ", o);
-        json_num(o, r->baseline_us);
-        fputc('}', o);
+        json_num(o, r->n_base ? r->base[0].us : NAN);
+        fputs(", \"baselines\": [", o);
+        for (int j = 0; j < r->n_base; j++) {
+            fputs(j ? ", {\"name\": " : "{\"name\": ", o);
+            json_str(o, r->base[j].name);
+            fputs(", \"us\": ", o);
+            json_num(o, r->base[j].us);
+            fputs(", \"ours_faster_by\": ", o);
+            json_num(o, r->base[j].us / r->us);
+            fputc('}', o);
+        }
+        fputs("]}", o);
     }
     fputs(b->n_rows ? "\n  ],\n" : "],\n", o);
 
@@ -1446,6 +1511,8 @@ report_json(bench_ctx *b, FILE *o)
         base_row *r = &b->base[i];
         fputs(i ? ", {\"script\": " : "{\"script\": ", o);
         json_str(o, r->script);
+        fputs(", \"label\": ", o);
+        json_str(o, r->label);
         fputs(", \"kernel\": ", o);
         json_str(o, r->kernel);
         fputs(", \"config\": ", o);
@@ -1527,14 +1594,17 @@ report_table(bench_ctx *b, FILE *o)
                 H200_FLOPS_PER_S / 1e12);
         fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s  %s\n", "kernel",
                 "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak",
-                "baseline");
+                "baselines, same run (their us / ours)");
         for (int i = 0; i < b->n_rows; i++) {
             kernel_row *r = &b->rows[i];
             double s = r->us * 1e-6;
-            char base[128] = "";
-            if (r->baseline[0] && isfinite(r->baseline_us))
-                snprintf(base, sizeof base, "%s %.2f us (%.2fx)",
-                         r->baseline, r->baseline_us, r->baseline_us / r->us);
+            char base[MAX_ROW_BASELINES * 80] = "";
+            for (int j = 0, len = 0; j < r->n_base; j++)
+                if (isfinite(r->base[j].us) && len < (int)sizeof base)
+                    len += snprintf(base + len, sizeof base - len,
+                                    "%s%s %.2f us (%.2fx)", len ? "  " : "",
+                                    r->base[j].name, r->base[j].us,
+                                    r->base[j].us / r->us);
             fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s  %s\n", r->kernel,
                     r->config, r->us,
                     cell(c1, sizeof c1, "%.2f",
@@ -1569,12 +1639,20 @@ report_table(bench_ctx *b, FILE *o)
         }
     }
     if (b->n_base) {
-        fprintf(o, "\nTorch baselines (today's path, same run)\n");
-        fprintf(o, "%-20s %-16s %-40s %10s\n", "script", "kernel", "config",
-                "us");
-        for (int i = 0; i < b->n_base; i++)
-            fprintf(o, "%-20s %-16s %-40s %10.2f\n", b->base[i].script,
-                    b->base[i].kernel, b->base[i].config, b->base[i].us);
+        int header = 0;
+        for (int i = 0; i < b->n_base; i++) {
+            const base_row *x = &b->base[i];
+            if (x->matched)
+                continue;
+            if (!header++) {
+                fprintf(o, "\nBaselines with no kernel row of ours (same "
+                        "run)\n");
+                fprintf(o, "%-18s %-20s %-12s %-40s %10s\n", "script",
+                        "baseline", "kernel", "config", "us");
+            }
+            fprintf(o, "%-18s %-20s %-12s %-40s %10.2f\n", x->script,
+                    x->label, x->kernel, x->config, x->us);
+        }
     }
     if (nt) {
         fprintf(o, "\nTargets (issue 2)\n");
@@ -1590,24 +1668,28 @@ report_table(bench_ctx *b, FILE *o)
     }
 }
 
-/* Puts each baseline script's median beside the kernel row of the same
+/* Puts each baseline script's medians beside the kernel row of the same
  * kernel and config (the case files and the scripts share config
- * strings). */
+ * strings), one per label, in the scripts' order. */
 static void
 match_baselines(bench_ctx *b)
 {
     for (int i = 0; i < b->n_rows; i++) {
         kernel_row *r = &b->rows[i];
-        if (r->baseline[0])
-            continue;
         for (int j = 0; j < b->n_base; j++) {
             base_row *x = &b->base[j];
-            if (strcmp(x->kernel, r->kernel) == 0 &&
-                strcmp(x->config, r->config) == 0) {
-                snprintf(r->baseline, sizeof r->baseline, "torch");
-                r->baseline_us = x->us;
-                break;
+            int have = 0;
+            if (strcmp(x->kernel, r->kernel) != 0 ||
+                strcmp(x->config, r->config) != 0)
+                continue;
+            for (int k = 0; k < r->n_base; k++)
+                have |= strcmp(r->base[k].name, x->label) == 0;
+            if (!have && r->n_base < MAX_ROW_BASELINES) {
+                row_baseline *rb = &r->base[r->n_base++];
+                snprintf(rb->name, sizeof rb->name, "%s", x->label);
+                rb->us = x->us;
             }
+            x->matched = 1;
         }
     }
 }

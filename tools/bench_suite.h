@@ -51,9 +51,11 @@ void bench_make_current(bench_ctx *b);
 /* Aborts the running case with the library's last error when st != 0. */
 void bench_check(bench_ctx *b, int st, const char *what);
 
-/* Runs the torch baseline scripts in `tools_dir` (baseline_topk.py,
- * baseline_attn.py) with python3 and keeps their medians for the report.
- * Missing python3, torch or scripts are noted, not fatal. */
+/* Runs the baseline scripts in `tools_dir` (baseline_topk.py: torch;
+ * baseline_attn.py: torch and FlashInfer, on the verify_attn cases this run
+ * measured) with python3 and keeps their medians, each under its label,
+ * for the report.  Missing python3, torch, FlashInfer or scripts are
+ * noted (with the scripts' own reasons), not fatal. */
 void bench_run_baselines(bench_ctx *b, const char *tools_dir, int topk,
                          int attn);
 
