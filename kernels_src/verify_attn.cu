@@ -1,5 +1,7 @@
 /*
- * verify_attn.cu: absorbed-MLA tree attention (docs/contract.md §3).
+ * verify_attn.cu: absorbed-MLA tree attention.  The contract (inputs,
+ * outputs, limits, the mask and the split workspace): docs/contract.md
+ * §3, verify_attn.
  *
  * One latent KV head of 576 dims (512 c_kv + 64 k_pe) is shared by every
  * query head, so all n_nodes * H query rows of a request can share each KV
@@ -13,9 +15,9 @@
  * every other target the mma.sync one below, which fits the 99 KB a block
  * gets on sm_120.
  *
- * The mma.sync body.  Block = BM (64; 32 as a variant) folded rows x one
- * range of KV tiles ("split") of one request, BM / 8 warps.  Roles inside
- * a KV tile of BN = 16 tokens:
+ * The mma.sync body.  Block = BM = 64 folded rows x one range of KV tiles
+ * ("split") of one request, 8 warps.  Roles inside a KV tile of BN = 16
+ * tokens:
  *  - QK: warp (h, q) = (warp / 4, warp % 4) computes the partial S of rows
  *    32h..32h+31 over its quarter of the 576 dims (128 c_kv dims + 16 k_pe
  *    dims), from Q fragments it keeps in registers for the whole block, and
@@ -23,12 +25,14 @@
  *  - softmax: warp w owns rows 8w..8w+7: it sums the 4 partial slots,
  *    scales, applies the ancestor mask (tail tiles only), updates the row
  *    maximum and sum, writes P (bf16) and the rescale factor.
- *  - PV: warp w owns output columns NCOL*w .. (64 of them for BM = 64) of
- *    all BM rows (a BM x NCOL f32 accumulator, 128 registers) and
- *    multiplies P by its V columns.
- * The PV of tile t-1 and the QK of tile t share one phase between two
- * block barriers (independent tensor work), the softmax of tile t takes
- * the other; see the loop for the exact schedule and the stage ring.
+ *  - PV: warp w owns output columns 64 w .. 64 w + 63 of all BM rows (a
+ *    BM x 64 f32 accumulator, 128 registers) and multiplies P by its V
+ *    columns.
+ * Phases: load_q (Q into registers, once), then per KV tile the refill
+ * (load_kv_tile), PV of tile t-1 (pv_tile) beside S of tile t (qk_mma,
+ * qk_store: independent tensor work between the same two block
+ * barriers), the softmax of tile t (softmax_tile) between them; then the
+ * epilogue (row sums, LSE, normalised O).
  * Each KV tile comes once from global memory per block (cp.async, 16-byte
  * pieces, two tiles ahead).  Blocks of the same request and split differ
  * only in their rows; blockIdx.x is the row tile, so they run side by side
@@ -182,24 +186,23 @@ constexpr int ROW_BYTES = KDT_ATTN_ROW_BYTES;
 constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
 constexpr int STAGE_BYTES = BN * ROW_BYTES;
 constexpr int RING_BYTES = NSTAGE * STAGE_BYTES;
-constexpr int NBUF = KDT_ATTN_NBUF;           /* 1: two barriers a tile */
 constexpr int SLOT_BYTES = BM * BN * 4;       /* one partial-S slot */
 constexpr int P_STRIDE = 48;                  /* 16 bf16 + pad: no conflicts */
 constexpr int SBUF_BYTES = 4 * SLOT_BYTES;    /* the 4 slots of one tile */
 constexpr int PBUF_BYTES = BM * P_STRIDE;
 constexpr int SLOTS_OFF = RING_BYTES;
-constexpr int P_OFF = SLOTS_OFF + NBUF * SBUF_BYTES;
-constexpr int ALPHA_OFF = P_OFF + NBUF * PBUF_BYTES;
-constexpr int L_OFF = ALPHA_OFF + NBUF * BM * 4;
+constexpr int P_OFF = SLOTS_OFF + SBUF_BYTES;
+constexpr int ALPHA_OFF = P_OFF + PBUF_BYTES;
+constexpr int L_OFF = ALPHA_OFF + BM * 4;
 constexpr int SMEM_BYTES = L_OFF + BM * 4;
 constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 
 static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
 static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
-static_assert((BM == 64 || BM == 32) && NTHREADS == BM * 4 && BN == 16,
-              "the warp roles below are written for 8 rows a warp, 16 tokens");
-static_assert(NSTAGE == 4 && (NBUF == 1 || NBUF == 2), "the ring holds 4");
+static_assert(BM == 64 && NTHREADS == 256 && BN == 16,
+              "the warp roles below are 8 warps, 8 rows a warp, 16 tokens");
+static_assert(NSTAGE == 4, "the schedule keeps 4 tiles in the ring");
 constexpr int NWARPS = NTHREADS / 32;
 constexpr int NCOL = D_V / NWARPS;            /* output columns per warp */
 constexpr int NT = NCOL / 8;                  /* their n8 tiles */
@@ -383,43 +386,24 @@ pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 64 / BM)
-kdt_verify_attn(const kdt_verify_attn_params p)
+/* Phase 1: the block's Q tile (rows m0.., padding rows zero) through the
+ * ring into this warp's A fragments, kept for the whole block: rows
+ * 32 qh .. 32 qh + 31, the dims of its quarter qq (128 c_kv + 16 k_pe). */
+static __device__ __forceinline__ void
+load_q(uint32_t (&qa)[2][9][4], const kdt_verify_attn_params &p,
+       const va_block &b, uint32_t ring, int tid, int qh, int qq, int lane)
 {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    va_block b;
-    if (!va_block_begin<BM, BN, NTHREADS>(b, p))
-        return;
-    const int r = b.r, past = b.past, nn = b.nn, total = b.total;
-    const int valid_rows = b.valid_rows, m0 = b.m0, t0 = b.t0, t1 = b.t1;
-    const int64_t req_row0 = b.req_row0;
-
-    const uint32_t ring = kdt_smem_addr(smem);
-    float *slots = (float *)(smem + SLOTS_OFF);
-    unsigned char *pbuf = smem + P_OFF;
-    float *alpha_s = (float *)(smem + ALPHA_OFF);
-    float *l_s = (float *)(smem + L_OFF);
-
-    const uint16_t *__restrict__ kv = p.kv_cache;
-    const int32_t *__restrict__ bt = p.block_table + (int64_t)r * p.max_pages;
-
-    /* ---- Q tile -> shared (through the ring) -> registers ------------- */
-    {
-        const uint16_t *q = p.q + (req_row0 + m0) * D_QK;
-        for (int c = tid; c < BM * CHUNKS; c += NTHREADS) {
-            const int row = c / CHUNKS, col = c - row * CHUNKS;
-            const bool ok = m0 + row < valid_rows;
-            kdt_cp_async16(ring + row * ROW_BYTES + col * 16,
-                           ok ? q + (int64_t)row * D_QK + col * 8 : q,
-                           ok ? 16 : 0);
-        }
-        kdt_cp_async_commit();
-        kdt_cp_async_wait<0>();
-        __syncthreads();
+    const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
+    for (int c = tid; c < BM * CHUNKS; c += NTHREADS) {
+        const int row = c / CHUNKS, col = c - row * CHUNKS;
+        const bool ok = b.m0 + row < b.valid_rows;
+        kdt_cp_async16(ring + row * ROW_BYTES + col * 16,
+                       ok ? q + (int64_t)row * D_QK + col * 8 : q,
+                       ok ? 16 : 0);
     }
-    const int qh = warp >> 2, qq = warp & 3;
-    uint32_t qa[2][9][4];
+    kdt_cp_async_commit();
+    kdt_cp_async_wait<0>();
+    __syncthreads();
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
@@ -431,13 +415,38 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         }
     }
     __syncthreads(); /* the ring now belongs to the KV tiles */
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+kdt_verify_attn(const kdt_verify_attn_params p)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    va_block b;
+    if (!va_block_begin<BM, BN, NTHREADS>(b, p))
+        return;
+    const int past = b.past, nn = b.nn, total = b.total;
+    const int t0 = b.t0, t1 = b.t1;
+
+    const uint32_t ring = kdt_smem_addr(smem);
+    float *slots = (float *)(smem + SLOTS_OFF);
+    unsigned char *pbuf = smem + P_OFF;
+    float *alpha_s = (float *)(smem + ALPHA_OFF);
+    float *l_s = (float *)(smem + L_OFF);
+
+    const uint16_t *__restrict__ kv = p.kv_cache;
+    const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
+
+    const int qh = warp >> 2, qq = warp & 3;
+    uint32_t qa[2][9][4];
+    load_q(qa, p, b, ring, tid, qh, qq, lane);
 
     /* softmax state of row 8*warp + lane/4 (the 4 lanes of a row agree) */
     const int srow = 8 * warp + (lane >> 2);
     const int sc0 = 4 * (lane & 3);
-    const int snode = (m0 + srow) / H;
+    const int snode = (b.m0 + srow) / H;
     const uint32_t *mask_row =
-        p.anc_mask + ((int64_t)r * N_MAX + min(snode, N_MAX - 1)) * W;
+        p.anc_mask + ((int64_t)b.r * N_MAX + min(snode, N_MAX - 1)) * W;
     const float scale_log2 = p.scale * 1.4426950408889634f;
     float m_ref = kdt_neg_inf(), l_part = 0.f;
 
@@ -463,105 +472,56 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
     int rescale = 0;
 
-    if (NBUF == 1) {
-        /*
-         * BM = 64.  Iteration t: refill (tile t+2 into the stage tile t-2
-         * left), PV of tile t-1 and QK of tile t (independent tensor work,
-         * no barrier between them), barrier X, softmax of tile t, barrier
-         * Y (which also publishes tile t+1).  The four stages hold tiles
-         * t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
-         */
+    /*
+     * Phase 2, the KV loop.  Iteration t: refill (tile t+2 into the stage
+     * tile t-2 left), PV of tile t-1 and QK of tile t (independent tensor
+     * work, no barrier between them), barrier X, softmax of tile t,
+     * barrier Y (which also publishes tile t+1).  The four stages hold
+     * tiles t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
+     */
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            if (t0 + s < t1)
-                load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s,
-                             total, kv, bt);
-            kdt_cp_async_commit();
-        }
-        kdt_cp_async_wait<1>();
-        __syncthreads(); /* tile t0 landed */
-        for (int t = t0; t <= t1; ++t) {
-            const int it = t - t0;
-            if (t + 2 < t1)
-                load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok,
-                             lcol, t + 2, total, kv, bt);
-            kdt_cp_async_commit();
-            if (t > t0)
-                pv_tile(o, p_lane,
-                        ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
-                            + v_lane,
-                        alpha_s, rescale, lane);
-            if (t == t1)
-                break;
-            float acc[2][2][4];
-            qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
-            qk_store(slots, acc, qh, qq, lane);
-            __syncthreads(); /* X: partial S written; PV(t-1) done */
-            const float alpha =
-                softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane, past,
-                             total, nn, snode, mask_row, scale_log2, m_ref,
-                             l_part);
-            kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
-            /* Y: P, alpha and tile t+1 visible; the OR says whether any
-             * row's reference maximum moved (else PV skips the rescale) */
-            rescale = __syncthreads_or(alpha != 1.f);
-        }
-    } else {
-        /*
-         * BM = 32, double-buffered partial S, P and alpha: one barrier a
-         * tile.  Iteration t: refill (tile t+1 into the stage tile t-3
-         * left), QK MMAs of tile t, softmax of tile t-1 (its latency hidden
-         * behind those MMAs), store the partial S of t, PV of tile t-2,
-         * barrier.  The stages hold tiles t-2 (PV), t-1 (V for the next
-         * PV), t (QK) and t+1 (in flight).
-         */
-        if (t0 < t1)
-            load_kv_tile(ldst, ltok, lcol, t0, total, kv, bt);
+    for (int s = 0; s < 2; ++s) {
+        if (t0 + s < t1)
+            load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s, total,
+                         kv, bt);
         kdt_cp_async_commit();
-        kdt_cp_async_wait<0>();
-        __syncthreads(); /* tile t0 landed */
-        for (int t = t0; t < t1 + 2; ++t) {
-            const int it = t - t0;
-            if (t + 1 < t1)
-                load_kv_tile(ldst + ((it + 1) % NSTAGE) * STAGE_BYTES, ltok,
-                             lcol, t + 1, total, kv, bt);
-            kdt_cp_async_commit();
-            float acc[2][2][4];
-            if (t < t1)
-                qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane,
-                       qq);
-            float alpha = 1.f;
-            if (t > t0 && t - 1 < t1) {
-                const int b = (it - 1) & 1;
-                alpha = softmax_tile(slots + b * (SBUF_BYTES / 4),
-                                     pbuf + b * PBUF_BYTES, alpha_s + b * BM,
-                                     t - 1, srow, sc0, lane, past, total, nn,
-                                     snode, mask_row, scale_log2, m_ref,
-                                     l_part);
-            }
-            if (t < t1)
-                qk_store(slots + (it & 1) * (SBUF_BYTES / 4), acc, qh, qq,
-                         lane);
-            if (t >= t0 + 2) {
-                const int b = it & 1; /* (it - 2) & 1 */
-                pv_tile(o, p_lane + b * PBUF_BYTES,
-                        ring + ((it + 2) % NSTAGE) * STAGE_BYTES + v_lane,
-                        alpha_s + b * BM, rescale, lane);
-            }
-            kdt_cp_async_wait<0>(); /* this thread's part of tile t+1 */
-            /* partial S of t, P of t-1 and tile t+1 visible; the OR is
-             * whether PV(t-1), next iteration, must rescale */
-            rescale = __syncthreads_or(alpha != 1.f);
-        }
+    }
+    kdt_cp_async_wait<1>();
+    __syncthreads(); /* tile t0 landed */
+    for (int t = t0; t <= t1; ++t) {
+        const int it = t - t0;
+        if (t + 2 < t1)
+            load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok,
+                         lcol, t + 2, total, kv, bt);
+        kdt_cp_async_commit();
+        if (t > t0)
+            pv_tile(o, p_lane,
+                    ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
+                        + v_lane,
+                    alpha_s, rescale, lane);
+        if (t == t1)
+            break;
+        float acc[2][2][4];
+        qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
+        qk_store(slots, acc, qh, qq, lane);
+        __syncthreads(); /* X: partial S written; PV(t-1) done */
+        const float alpha =
+            softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane, past,
+                         total, nn, snode, mask_row, scale_log2, m_ref,
+                         l_part);
+        kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
+        /* Y: P, alpha and tile t+1 visible; the OR says whether any
+         * row's reference maximum moved (else PV skips the rescale) */
+        rescale = __syncthreads_or(alpha != 1.f);
     }
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
-    /* ---- epilogue: row sums, LSE, normalised O ---------------------- */
+    /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
     l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
     l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
     if ((lane & 3) == 0) {
         l_s[srow] = l_part;
-        va_store_lse(p, b, m0 + srow, m_ref, l_part);
+        va_store_lse(p, b, b.m0 + srow, m_ref, l_part);
     }
     __syncthreads();
 
@@ -570,9 +530,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             const int row = 16 * mi + (lane >> 2) + 8 * hf;
-            if (m0 + row >= ROWS)
+            if (b.m0 + row >= ROWS)
                 continue;
-            const va_out d = va_row_out(p, b, m0 + row, l_s[row]);
+            const va_out d = va_row_out(p, b, b.m0 + row, l_s[row]);
             const int col0 = NCOL * warp + 2 * (lane & 3);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)

@@ -2,8 +2,9 @@
  * verify_attn_wgmma.cuh: verify_attn on Hopper's warpgroup MMA (sm_90a).
  * verify_attn.cu includes it instead of its mma.sync body when
  * KDT_ATTN_WGMMA is 1, i.e. when NVRTC compiles for sm_90a (the library's
- * target on compute capability 9.0: H100 / H200).  Same contract, same
- * grid shape (row tile, split, request), same workspace and merge kernel.
+ * target on compute capability 9.0: H100 / H200).  Same contract
+ * (docs/contract.md §3, verify_attn), same grid shape (row tile,
+ * split, request), same workspace and merge kernel.
  *
  * Why a second body: mma.sync issues at most ~640 TFLOP/s on an H200
  * (tools/dev/mma_peak.cu), and its operands pass through registers, so a
@@ -21,6 +22,9 @@
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
  *    stage; the block-table entries a tile before that), then
  *    O[:, 256:512] += P V once P is published.
+ * Phases: load_q_and_first_tile; per tile, WG0's qk_issue (S), mask_tail
+ * and softmax_to_p, pv_step, and WG1's kv_rows / load_kv_tile, pv_step;
+ * then the epilogue (row sums, LSE, normalised O).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
@@ -38,7 +42,6 @@
 constexpr int BM = KDT_ATTN_WG_BM;
 constexpr int BN = KDT_ATTN_WG_BN;
 constexpr int NTHREADS = KDT_ATTN_WG_THREADS;
-constexpr int NBUF = 1;                       /* (the harness prints it) */
 constexpr int KBLK = D_QK / 64;               /* 64-column swizzle blocks */
 constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
 constexpr int BLK_BYTES = BN * 128;           /* one block of a KV tile */
@@ -361,6 +364,127 @@ rescale(float (&o)[128], float a0, float a1)
         }
 }
 
+/* Phase 1: the Q tile (all threads) and the first KV tile (WG1) into
+ * shared memory; padding rows of Q and tokens past the KV's end are
+ * zero-filled. */
+static __device__ __forceinline__ void
+load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
+                      uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
+                      const uint16_t *__restrict__ kv,
+                      const int32_t *__restrict__ bt)
+{
+    const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
+    for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
+        const int row = i / CHUNKS, c = i - row * CHUNKS;
+        const bool ok = b.m0 + row < b.valid_rows;
+        kdt_cp_async16(sq + sw_piece(BM, row, c),
+                       ok ? q + (int64_t)row * D_QK + c * 8 : q,
+                       ok ? 16 : 0);
+    }
+    if (wg == 1 && b.t0 < b.t1) {
+        int64_t rows[BN / 16];
+        kv_rows(rows, wtid, b.t0, b.total, bt);
+        load_kv_tile(sk, wtid, rows, kv);
+    }
+    kdt_cp_async_commit();
+    kdt_cp_async_wait<0>();
+    proxy_fence();
+    __syncthreads();
+}
+
+/* Phase 2b, WG0's online softmax of rows r0 (h = 0) and r0 + 8 (h = 1) of
+ * tile t, whose S this thread holds as columns 8 j + c2 + e (j < 8,
+ * e < 2), i.e. s[4 j + 2 h + e]: the row maxima, the lazy reference
+ * maximum and the rescale factors alpha, then P = 2^(x - mu) into the
+ * swizzled P tile at `prow` (stmatrix) and into the row sums.  A tail
+ * tile's s is already scaled and masked (mask_tail). */
+static __device__ __forceinline__ void
+softmax_to_p(float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
+             float (&l_part)[2], bool tail, bool neg, float abs_scale,
+             float scale_log2, uint32_t prow, int mi, int l7)
+{
+    float mu[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float mx;
+        if (tail) { /* s already scaled, masked entries -inf */
+            mx = s[2 * h];
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h],
+                                     s[4 * j + 2 * h + 1]));
+        } else {
+            /* (negation is free in FMNMX; the branch is uniform) */
+            float m;
+            if (neg) {
+                m = -s[2 * h];
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+                    m = fmaxf(m, fmaxf(-s[4 * j + 2 * h],
+                                       -s[4 * j + 2 * h + 1]));
+            } else {
+                m = s[2 * h];
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+                    m = fmaxf(m, fmaxf(s[4 * j + 2 * h],
+                                       s[4 * j + 2 * h + 1]));
+            }
+            mx = m * abs_scale;
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        alpha[h] = 1.f;
+        if (mx > m_ref[h] + LAZY_RESCALE) {
+            alpha[h] = kdt_exp2(m_ref[h] - mx); /* 0 from -inf */
+            m_ref[h] = mx;
+            l_part[h] *= alpha[h];
+        }
+        /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
+        mu[h] = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
+    }
+    /* p = 2^(x - mu), packed to bf16 pairs (pk[h][jj]: the fragment of
+     * 8x8 matrix (h, j + jj) of the warp's 16 x 64 P), into the swizzled
+     * K-major P tile (piece j of row r at piece j ^ (r % 8)), four
+     * matrices a stmatrix */
+    const float xs = tail ? 1.f : scale_log2;
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+        uint32_t pk[2][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj) {
+                const float *x = &s[4 * (j + jj) + 2 * h];
+                const float p0 = kdt_exp2(fmaf(x[0], xs, -mu[h]));
+                const float p1 = kdt_exp2(fmaf(x[1], xs, -mu[h]));
+                l_part[h] += p0 + p1;
+                pk[h][jj] = kdt_pack_bf16x2(p0, p1);
+            }
+        kdt_stmatrix_x4(prow + (((j + (mi >> 1)) ^ l7) << 4),
+                        pk[0][0], pk[1][0], pk[0][1], pk[1][1]);
+    }
+}
+
+/* Phase 2c (both warpgroups): O[:, this warpgroup's 256 columns] = alpha
+ * O + P V for the V columns `voff` bytes into the ring (`dv0`: the ring
+ * as V), waited to completion (an accumulator carried around the loop
+ * in flight serialises every wgmma). */
+static __device__ __forceinline__ void
+pv_step(float (&o)[128], float a0, float a1, uint64_t dp, uint64_t dv0,
+        uint32_t voff)
+{
+    rescale(o, a0, a1);
+    pin(o);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < BN / 16; ++ks)
+        wg_mma_pv(o, desc_add(dp, ks * 32),
+                  desc_add(dv0, voff + ks * 2048));
+    wg_commit();
+    wg_wait<0>();
+    pin(o);
+}
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
@@ -370,9 +494,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     va_block b;
     if (!va_block_begin<BM, BN, NTHREADS>(b, p))
         return;
-    const int r = b.r, past = b.past, nn = b.nn, total = b.total;
-    const int valid_rows = b.valid_rows, m0 = b.m0, t0 = b.t0, t1 = b.t1;
-    const int64_t req_row0 = b.req_row0;
+    const int past = b.past, nn = b.nn, total = b.total;
+    const int m0 = b.m0, t0 = b.t0, t1 = b.t1;
 
     const uint32_t raw = kdt_smem_addr(smem_raw);
     const uint32_t base = (raw + 1023u) & ~1023u;
@@ -382,28 +505,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     float *l_s = (float *)(smem + L_OFF);
 
     const uint16_t *__restrict__ kv = p.kv_cache;
-    const int32_t *__restrict__ bt = p.block_table + (int64_t)r * p.max_pages;
+    const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
 
-    /* ---- prologue: Q (all threads) and the first KV tile (WG1) -------- */
-    {
-        const uint16_t *q = p.q + (req_row0 + m0) * D_QK;
-        for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
-            const int row = i / CHUNKS, c = i - row * CHUNKS;
-            const bool ok = m0 + row < valid_rows;
-            kdt_cp_async16(sq + sw_piece(BM, row, c),
-                           ok ? q + (int64_t)row * D_QK + c * 8 : q,
-                           ok ? 16 : 0);
-        }
-        if (wg == 1 && t0 < t1) {
-            int64_t rows[BN / 16];
-            kv_rows(rows, wtid, t0, total, bt);
-            load_kv_tile(sk, wtid, rows, kv);
-        }
-        kdt_cp_async_commit();
-        kdt_cp_async_wait<0>();
-        proxy_fence();
-        __syncthreads();
-    }
+    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
 
     /* this thread's accumulator rows (of the block's 64) and column pair */
     const int r0 = 16 * wwarp + (lane >> 2);
@@ -421,6 +525,10 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const uint64_t dq = kmajor_desc(sq), dp = kmajor_desc(sp);
     const uint64_t dk0 = kmajor_desc(sk), dv0 = vmajor_desc(sk);
 
+    /* Phase 2, the KV loop: WG0 S, softmax, its PV; WG1 loads, its PV.
+     * The wgmma below sit on no branch but the loop's and the warpgroup
+     * choice: ptxas serialises every wgmma of a kernel that has one on a
+     * path it cannot prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0) {
         const float scale_log2 = p.scale * 1.4426950408889634f;
         /* x = s * scale_log2; its row maximum is scale_log2 times the
@@ -435,15 +543,12 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 #pragma unroll
         for (int i = 0; i < 32; ++i)
             s[i] = 0.f;
-        /* The wgmma below sit on no branch but the loop's: ptxas
-         * serialises every wgmma of a kernel that has one on a path it
-         * cannot prove warp-uniform (measured: 96 -> 141 us). */
         for (int t = t0; t < t1; ++t) {
-            const int it = t - t0, b = it & 1;
+            const int it = t - t0, st = it & 1;
             if (it > 0)
-                bar_sync(BAR_KFULL + b);
+                bar_sync(BAR_KFULL + st);
             wg_fence();
-            qk_issue(s, dq, desc_add(dk0, b * TILE_BYTES));
+            qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
             wg_commit();
             wg_wait<0>();
             pin(s);
@@ -452,75 +557,14 @@ kdt_verify_attn(const kdt_verify_attn_params p)
              * the last tile is done with it (long since, usually) */
             if (it > 0)
                 bar_sync(BAR_PEMPTY);
-
-            /* online softmax of rows r0 (h = 0) and r0 + 8 (h = 1); this
-             * thread holds columns 8 j + c2 + e, j < 8, e < 2, i.e.
-             * s[4 j + 2 h + e] */
-            float alpha[2], mu[2];
             const bool tail = (t + 1) * BN > past;
             if (tail)
                 mask_tail(s, t, past, total, nn,
-                          p.anc_mask + (int64_t)r * N_MAX * W, m0 + r0,
+                          p.anc_mask + (int64_t)b.r * N_MAX * W, m0 + r0,
                           scale_log2);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float mx;
-                if (tail) { /* s already scaled, masked entries -inf */
-                    mx = s[2 * h];
-#pragma unroll
-                    for (int j = 0; j < 8; ++j)
-                        mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h],
-                                             s[4 * j + 2 * h + 1]));
-                } else {
-                    /* (negation is free in FMNMX; the branch is uniform) */
-                    float m;
-                    if (neg) {
-                        m = -s[2 * h];
-#pragma unroll
-                        for (int j = 0; j < 8; ++j)
-                            m = fmaxf(m, fmaxf(-s[4 * j + 2 * h],
-                                               -s[4 * j + 2 * h + 1]));
-                    } else {
-                        m = s[2 * h];
-#pragma unroll
-                        for (int j = 0; j < 8; ++j)
-                            m = fmaxf(m, fmaxf(s[4 * j + 2 * h],
-                                               s[4 * j + 2 * h + 1]));
-                    }
-                    mx = m * abs_scale;
-                }
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                alpha[h] = 1.f;
-                if (mx > m_ref[h] + LAZY_RESCALE) {
-                    alpha[h] = kdt_exp2(m_ref[h] - mx); /* 0 from -inf */
-                    m_ref[h] = mx;
-                    l_part[h] *= alpha[h];
-                }
-                /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
-                mu[h] = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
-            }
-            /* p = 2^(x - mu), packed to bf16 pairs (pk[h][jj]: the
-             * fragment of 8x8 matrix (h, j + jj) of the warp's 16 x 64
-             * P), into the swizzled K-major P tile (piece j of row r at
-             * piece j ^ (r % 8)), four matrices a stmatrix */
-            const float xs = tail ? 1.f : scale_log2;
-#pragma unroll
-            for (int j = 0; j < 8; j += 2) {
-                uint32_t pk[2][2];
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-#pragma unroll
-                    for (int jj = 0; jj < 2; ++jj) {
-                        const float *x = &s[4 * (j + jj) + 2 * h];
-                        const float p0 = kdt_exp2(fmaf(x[0], xs, -mu[h]));
-                        const float p1 = kdt_exp2(fmaf(x[1], xs, -mu[h]));
-                        l_part[h] += p0 + p1;
-                        pk[h][jj] = kdt_pack_bf16x2(p0, p1);
-                    }
-                kdt_stmatrix_x4(prow + (((j + (mi >> 1)) ^ l7) << 4),
-                                pk[0][0], pk[1][0], pk[0][1], pk[1][1]);
-            }
+            float alpha[2];
+            softmax_to_p(s, alpha, m_ref, l_part, tail, neg, abs_scale,
+                         scale_log2, prow, mi, l7);
             if ((lane & 3) == 0) {
                 alpha_s[r0] = alpha[0];
                 alpha_s[r0 + 8] = alpha[1];
@@ -528,18 +572,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             proxy_fence();
             bar_arrive(BAR_PFULL);
 
-            /* O[:, 0:256] = alpha O + P V */
-            rescale(o, alpha[0], alpha[1]);
-            pin(o);
-            wg_fence();
-#pragma unroll
-            for (int ks = 0; ks < BN / 16; ++ks)
-                wg_mma_pv(o, desc_add(dp, ks * 32),
-                          desc_add(dv0, b * TILE_BYTES + vcol + ks * 2048));
-            wg_commit();
-            wg_wait<0>();
-            pin(o);
-            bar_arrive(BAR_KEMPTY + b);
+            pv_step(o, alpha[0], alpha[1], dp, dv0,
+                    st * TILE_BYTES + vcol);
+            bar_arrive(BAR_KEMPTY + st);
         }
         if (t1 > t0)
             bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
@@ -547,7 +582,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         int64_t rows[BN / 16]; /* of tile t+1 */
         kv_rows(rows, wtid, t0 + 1, total, bt);
         for (int t = t0; t < t1; ++t) {
-            const int it = t - t0, b = it & 1, nb = b ^ 1;
+            const int it = t - t0, st = it & 1, nb = st ^ 1;
             /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
             if (it > 0)
                 bar_sync(BAR_KEMPTY + nb);
@@ -557,16 +592,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             kv_rows(rows, wtid, t + 2, total, bt);
 
             bar_sync(BAR_PFULL);
-            rescale(o, alpha_s[r0], alpha_s[r0 + 8]);
-            pin(o);
-            wg_fence();
-#pragma unroll
-            for (int ks = 0; ks < BN / 16; ++ks)
-                wg_mma_pv(o, desc_add(dp, ks * 32),
-                          desc_add(dv0, b * TILE_BYTES + vcol + ks * 2048));
-            wg_commit();
-            wg_wait<0>();
-            pin(o);
+            pv_step(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
+                    st * TILE_BYTES + vcol);
             bar_arrive(BAR_PEMPTY);
             if (t + 1 < t1) {
                 kdt_cp_async_wait<0>();
@@ -579,7 +606,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     }
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
-    /* ---- epilogue: row sums (WG0), LSE, normalised O (both) ---------- */
+    /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
     if (wg == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

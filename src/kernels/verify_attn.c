@@ -82,9 +82,10 @@ va_geometry(const kdtree_runtime *rt)
          * 72 KB Q tile and writes a 128 KB partial O */
         return (va_geom){KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, KDT_ATTN_WG_THREADS,
                          KDT_ATTN_WG_SMEM, 1, 4};
-    /* at least 8 tiles (128 tokens) a split */
+    /* one block an SM (8 warps of 255 registers fill the register
+     * file); at least 8 tiles (128 tokens) a split */
     return (va_geom){KDT_ATTN_BM, KDT_ATTN_BN, KDT_ATTN_THREADS,
-                     KDT_ATTN_SMEM, 64 / KDT_ATTN_BM, 8};
+                     KDT_ATTN_SMEM, 1, 8};
 }
 
 /* Blocks of the attention kernel that one SM runs at a time: what the

@@ -4,9 +4,10 @@
 # interpreter) against tests/ref_verify_attn.c; no GPU needed.
 #
 # Default kernel: kernels_src/verify_attn.cu, with kernels_src/kdt_mma.cuh
-# (a KERNEL.cu elsewhere may bring its own kdt_mma.cuh beside it).  Every
-# tile variant in VARIANTS (default "BM=64,NBUF=1 BM=32,NBUF=1
-# BM=32,NBUF=2": -DKDT_ATTN_<name>=<value> each), under both cp.async modes
+# (a KERNEL.cu elsewhere may bring its own kdt_mma.cuh beside it).  Each
+# entry of VARIANTS (default "lib": the kernel as it is; an entry
+# NAME=VALUE[,...] adds -DKDT_ATTN_NAME=VALUE for an experiment's
+# switches), under both cp.async modes
 # (lazy: copies land at wait_group; eager: at issue).  Shapes: H 1..8, rows
 # 1..17 (and 33), past 0..200, PAGE 1 and 16, shuffled pages, several
 # requests, splits 1..5 (the merge kernel).  QUICK=1: two shapes, lazy only.
@@ -28,7 +29,7 @@ JOBS=${JOBS:-$(nproc)}
 MUTANTS=0
 if [ "${1:-}" = --mutants ]; then MUTANTS=1; QUICK=1; shift; fi
 [ $# -gt 0 ] || set -- "$top/kernels_src/verify_attn.cu"
-VARIANTS=${VARIANTS:-"BM=64,NBUF=1 BM=32,NBUF=1 BM=32,NBUF=2"}
+VARIANTS=${VARIANTS:-lib}
 cp "$here"/emu/cuda_emu.h "$here"/emu/emu_rt.cc "$here"/emu/t_attn.cc "$tmp"/
 gcc -O2 -c "$top/tests/ref_verify_attn.c" -o "$tmp/ref.o"
 g++ -O1 -std=c++17 -w -c "$tmp/emu_rt.cc" -o "$tmp/emu_rt.o"
@@ -86,7 +87,7 @@ fi
 
 for d in $KDIRS; do
     for v in $VARIANTS; do
-        defs=$(echo "$v" | tr , '\n' | sed 's/^/-DKDT_ATTN_/' | tr '\n' ' ')
+        defs=$(echo "$v" | tr , '\n' | grep = | sed 's/^/-DKDT_ATTN_/' | tr '\n' ' ' || true)
         vn=$(echo "$v" | tr ',=' '__')
         for s in $SHAPES; do
             IFS=_ read h pg nm <<< "$s"

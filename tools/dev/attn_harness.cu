@@ -7,9 +7,9 @@
  *        -DKDT_H=8 -DKDT_PAGE=64 -DKDT_N_MAX=65 \
  *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
  *
- *   (tile variants by -DKDT_ATTN_BM=... and the like; -DKNAME='"name"'
- *   labels the output lines; the wgmma body: -DKDT_ATTN_WGMMA=1 with
- *   -gencode arch=compute_90a,code=sm_90a)
+ *   (-DKNAME='"name"' labels the output lines; the target picks the body:
+ *   -gencode arch=compute_90a,code=sm_90a builds the wgmma one, any other
+ *   target, sm_90 included, the mma.sync one)
  *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
@@ -40,12 +40,12 @@ static int sm_count, smem_optin;
 
 /* The library's rule (kernel_verify_attn.c): fewest splits within 5% of
  * the best waves-per-split over 1..64, at least 8 KV tiles per split (4
- * for the wgmma body). */
+ * for the wgmma body), one block an SM. */
 static int
 pick_splits(int R, int64_t cap)
 {
     int64_t base = (int64_t)((ROWS + BM - 1) / BM) * R;
-    int bps = std::min(64 / BM, (smem_optin + 1024) / (SMEM_BYTES + 1024));
+    int bps = std::min(1, (smem_optin + 1024) / (SMEM_BYTES + 1024));
     int64_t slots = (int64_t)sm_count * std::max(bps, 1);
     int64_t cap_tiles = (cap + BN - 1) / BN;
     const int min_tiles = KDT_ATTN_WGMMA ? 4 : 8;
@@ -226,8 +226,8 @@ check(int argc, char **argv)
         if (!std::isinf(rl[i]))
             lmax = std::max(lmax, (double)fabs(lse[i] - rl[i]));
     }
-    printf("check %s BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:", KNAME, BM,
-           NBUF, H, PAGE, N_MAX, R, splits, scale);
+    printf("check %s BM=%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:",
+           KNAME, BM, H, PAGE, N_MAX, R, splits, scale);
     for (int r = 0; r < R; ++r)
         printf(" %d:%d", past[r], nn[r]);
     printf("  maxerr %.3g rel %.3g lse %.3g  %s\n", maxerr,
@@ -275,10 +275,11 @@ bench(int argc, char **argv)
         CK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         double us = ts[ts.size() / 2];
-        printf("bench %s BM=%d/%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d grid=%dx%dx%d:"
-               " %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
-               KNAME, BM, NBUF, H, PAGE, N_MAX, R, past, splits, (ROWS + BM - 1) / BM, splits,
-               R, us, flops / us * 1e-6, flops / us * 1e-6 / 9.89);
+        printf("bench %s BM=%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d "
+               "grid=%dx%dx%d: %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
+               KNAME, BM, H, PAGE, N_MAX, R, past, splits,
+               (ROWS + BM - 1) / BM, splits, R, us, flops / us * 1e-6,
+               flops / us * 1e-6 / 9.89);
         fflush(stdout);
     }
     return 0;
