@@ -25,7 +25,9 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
-#include "../../kernels_src/verify_attn.cu"
+/* the kernel source: the first -I directory that has it (kernels_src, or
+ * an older copy, to measure it beside the current one) */
+#include "verify_attn.cu"
 /* the variant's name in the output lines (-DKNAME='"n32"') */
 #ifndef KNAME
 #define KNAME "lib"
