@@ -16,30 +16,30 @@
  * gets on sm_120.
  *
  * The mma.sync body.  Block = BM = 64 folded rows x one range of KV tiles
- * ("split") of one request, 8 warps.  Roles inside a KV tile of BN = 16
- * tokens:
- *  - QK: warp (h, q) = (warp / 4, warp % 4) computes the partial S of rows
- *    32h..32h+31 over its quarter of the 576 dims (128 c_kv dims + 16 k_pe
- *    dims), from Q fragments it keeps in registers for the whole block, and
- *    writes it to partial slot q in shared memory.
- *  - softmax: warp w owns rows 8w..8w+7: it sums the 4 partial slots,
- *    scales, applies the ancestor mask (tail tiles only), updates the row
- *    maximum and sum, writes P (bf16) and the rescale factor.
- *  - PV: warp w owns output columns 64 w .. 64 w + 63 of all BM rows (a
- *    BM x 64 f32 accumulator, 128 registers) and multiplies P by its V
- *    columns.
- * Phases: load_q (Q into registers, once), then per KV tile the refill
- * (load_kv_tile), PV of tile t-1 (pv_tile) beside S of tile t (qk_mma,
- * qk_store: independent tensor work between the same two block
- * barriers), the softmax of tile t (softmax_tile) between them; then the
- * epilogue (row sums, LSE, normalised O).
+ * ("split") of one request, 8 warps in two groups of 4; group g owns rows
+ * 32 g .. 32 g + 31.  Inside a KV tile of BN = 32 tokens:
+ *  - QK: the pair of warps (2k, 2k + 1) of a group owns a row group of 16
+ *    rows; each computes the partial S of those rows over its half of the
+ *    576 dims from Q fragments it keeps in registers for the whole block
+ *    (72 registers), and the pair swaps partials through shared memory
+ *    (a pair barrier), so both hold the rows' S.
+ *  - softmax: in registers, on the accumulator of S, whose layout is the
+ *    A fragment of P V (as in FlashAttention-2): no P tile goes through
+ *    shared memory for the warp's own rows.
+ *  - PV: each warp of a group owns 128 output columns of the group's 32
+ *    rows (128 registers): its own row group's P from registers, the
+ *    other pair's from shared memory (a group barrier).
+ * So one block barrier a tile (the KV ring) and no other block-wide
+ * hand-off.  Phases: load_q (once), then per tile the refill
+ * (load_kv_tile), qk_half, exchange_s, softmax_rows, exchange_p, pv_tile;
+ * then the epilogue (row sums, LSE, normalised O).
  * Each KV tile comes once from global memory per block (cp.async, 16-byte
- * pieces, two tiles ahead).  Blocks of the same request and split differ
- * only in their rows; blockIdx.x is the row tile, so they run side by side
- * and their re-reads of a KV tile hit L2: DRAM sees the KV once per
- * request (at H = 8, 65 rows: 9 row tiles read each tile from L2, about
- * 2 TB/s of L2 traffic at the measured 200 TFLOP/s: ncu put L2 at about
- * a quarter of its peak).
+ * pieces, one tile ahead into the other of two stages).  Blocks of the
+ * same request and split differ only in their rows; blockIdx.x is the
+ * row tile, so they run side by side and their re-reads of a KV tile hit
+ * L2: DRAM sees the KV once per request.  What bounds it (two warps a
+ * scheduler, every phase latency-bound: register file full with Q and
+ * O) and what was tried: tools/dev/ATTN_NOTES.md.
  *
  * The prefix tiles (all positions < past_len) see no mask work; only the
  * tiles that hold the tree's own rows test anc_mask.
@@ -186,38 +186,34 @@ constexpr int ROW_BYTES = KDT_ATTN_ROW_BYTES;
 constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
 constexpr int STAGE_BYTES = BN * ROW_BYTES;
 constexpr int RING_BYTES = NSTAGE * STAGE_BYTES;
-constexpr int SLOT_BYTES = BM * BN * 4;       /* one partial-S slot */
-constexpr int P_STRIDE = 48;                  /* 16 bf16 + pad: no conflicts */
-constexpr int SBUF_BYTES = 4 * SLOT_BYTES;    /* the 4 slots of one tile */
-constexpr int PBUF_BYTES = BM * P_STRIDE;
-constexpr int SLOTS_OFF = RING_BYTES;
-constexpr int P_OFF = SLOTS_OFF + SBUF_BYTES;
-constexpr int ALPHA_OFF = P_OFF + PBUF_BYTES;
-constexpr int L_OFF = ALPHA_OFF + BM * 4;
+constexpr int HALF = D_QK / 2;                /* dims of one QK warp */
+constexpr int KSTEPS = HALF / 16;             /* its k16 steps */
+constexpr int NTN = BN / 8;                   /* n8 tiles of S a warp */
+constexpr int KK = BN / 16;                   /* k16 steps of PV */
+constexpr int SX_OFF = RING_BYTES;            /* partial S, a slot a warp */
+constexpr int PX_OFF = SX_OFF + NTHREADS * 2 * BN; /* P + alpha, a row group */
+constexpr int P_BYTES = 16 * BN * 2;          /* P of one row group */
+constexpr int L_OFF = PX_OFF + 4 * (P_BYTES + 256); /* the row sums */
 constexpr int SMEM_BYTES = L_OFF + BM * 4;
 constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
+constexpr int NCOL = 128;                     /* O columns of a PV warp */
+constexpr int NT = NCOL / 8;                  /* their n8 tiles */
 
 static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
 static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
-static_assert(BM == 64 && NTHREADS == 256 && BN == 16,
-              "the warp roles below are 8 warps, 8 rows a warp, 16 tokens");
-static_assert(NSTAGE == 4, "the schedule keeps 4 tiles in the ring");
-constexpr int NWARPS = NTHREADS / 32;
-constexpr int NCOL = D_V / NWARPS;            /* output columns per warp */
-constexpr int NT = NCOL / 8;                  /* their n8 tiles */
-constexpr int MT = BM / 16;                   /* m16 tiles of the block */
+static_assert(BM == 64 && NTHREADS == 256 && BN == 32 && NSTAGE == 2,
+              "the warp roles below are 8 warps, 16-row groups, 32 tokens");
+static_assert(HALF % 16 == 0 && 4 * NCOL == D_V, "576 / 512 dims");
 static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
-/* Slot element (row, col) of a BM x 16 f32 partial-S tile.  Rows are 64 B;
- * the XOR of column bit 3 by row bit 1 makes both the fragment stores
- * (4 rows x 8 columns per half warp) and the float4 row reads (2 rows per
- * quarter warp) conflict-free. */
-static __device__ __forceinline__ int
-slot_index(int row, int col)
+/* Named barriers (0 is __syncthreads): a QK pair's (ids 1..4, 64
+ * threads), a group's (ids 5, 6, 128 threads). */
+static __device__ __forceinline__ void
+named_bar(int id, int count)
 {
-    return row * BN + (col ^ (((row >> 1) & 1) << 3));
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
 
 /* The KV rows this thread copies: token `tok` of every tile, 16-byte
@@ -249,149 +245,12 @@ load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
                            bytes);
 }
 
-/* QK, the MMA half: this warp's partial S (rows 32h..32h+31, its quarter
- * q of the dims) of the tile in the stage at `krow` (lane address). */
-static __device__ __forceinline__ void
-qk_mma(float acc[2][2][4], const uint32_t qa[2][9][4], uint32_t krow, int qq)
-{
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                acc[mi][nt][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < 9; ++ks) {
-        const int dim = ks < 8 ? 128 * qq + 16 * ks : 512 + 16 * qq;
-        uint32_t kb[4];
-        kdt_ldmatrix_x4(kb, krow + dim * 2);
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-            kdt_mma_bf16(acc[mi][0], qa[mi][ks], kb[0], kb[1]);
-            kdt_mma_bf16(acc[mi][1], qa[mi][ks], kb[2], kb[3]);
-        }
-    }
-}
-
-/* QK, the store half: the partial S into slot qq of `sbuf`. */
-static __device__ __forceinline__ void
-qk_store(float *sbuf, const float acc[2][2][4], int qh, int qq, int lane)
-{
-    float *slot = sbuf + qq * (BM * BN);
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int row = 32 * qh + 16 * mi + (lane >> 2) + 8 * hf;
-                const int col = 8 * nt + 2 * (lane & 3);
-                *(float2 *)(slot + slot_index(row, col)) =
-                    make_float2(acc[mi][nt][2 * hf], acc[mi][nt][2 * hf + 1]);
-            }
-}
-
-/* Softmax of tile t for row srow, columns sc0..sc0+3: sums the 4 partial
- * slots, scales, masks (tail tiles only), moves the lazy maximum, writes P
- * (bf16) and alpha.  Returns alpha (1 when the maximum did not move). */
-static __device__ __forceinline__ float
-softmax_tile(const float *sbuf, unsigned char *pbuf, float *alpha_s, int t,
-             int srow, int sc0, int lane, int past, int total, int nn,
-             int snode, const uint32_t *__restrict__ mask_row,
-             float scale_log2, float &m_ref, float &l_part)
-{
-    float x[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const float4 v =
-            *(const float4 *)(sbuf + q * (BM * BN) + slot_index(srow, sc0));
-        x[0] += v.x; x[1] += v.y; x[2] += v.z; x[3] += v.w;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        x[j] *= scale_log2;
-    if ((t + 1) * BN > past) {
-        /* a tail tile: the tree's own rows, and the end of the KV */
-        const int pos0 = t * BN + sc0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int pos = pos0 + j;
-            bool vis = pos < past;
-            if (!vis && pos < total && snode < nn) {
-                const int jj = pos - past;
-                vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
-            }
-            if (!vis)
-                x[j] = kdt_neg_inf();
-        }
-    }
-    float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    float alpha = 1.f;
-    if (mx > m_ref + LAZY_RESCALE) {
-        alpha = kdt_exp2(m_ref - mx); /* 0 when m_ref = -inf */
-        m_ref = mx;
-        l_part *= alpha;
-    }
-    /* m_ref = -inf means every x so far is -inf: p = 0, not NaN */
-    const float mu = m_ref == kdt_neg_inf() ? 0.f : m_ref;
-    float pr[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        pr[j] = kdt_exp2(x[j] - mu);
-        l_part += pr[j];
-    }
-    uint2 pk;
-    pk.x = kdt_pack_bf16x2(pr[0], pr[1]);
-    pk.y = kdt_pack_bf16x2(pr[2], pr[3]);
-    *(uint2 *)(pbuf + srow * P_STRIDE + sc0 * 2) = pk;
-    if ((lane & 3) == 0)
-        alpha_s[srow] = alpha;
-    return alpha;
-}
-
-/* PV: O[:, NCOL*w ..] = alpha O + P V for the tile whose V rows start at
- * `vrow` (lane address), P at `p_lane` (lane address). */
-static __device__ __forceinline__ void
-pv_tile(float o[MT][NT][4], uint32_t p_lane, uint32_t vrow,
-        const float *alpha_s, int rescale, int lane)
-{
-    if (rescale) {
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi) {
-            const float a0 = alpha_s[16 * mi + (lane >> 2)];
-            const float a1 = alpha_s[16 * mi + (lane >> 2) + 8];
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                o[mi][nt][0] *= a0; o[mi][nt][1] *= a0;
-                o[mi][nt][2] *= a1; o[mi][nt][3] *= a1;
-            }
-        }
-    }
-    uint32_t pa[MT][4];
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-        kdt_ldmatrix_x4(pa[mi], p_lane + 16 * mi * P_STRIDE);
-#pragma unroll
-    for (int j = 0; j < NT / 2; ++j) {
-        uint32_t vb[4];
-        kdt_ldmatrix_x4_trans(vb, vrow + 16 * j * 2);
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi) {
-            kdt_mma_bf16(o[mi][2 * j], pa[mi], vb[0], vb[1]);
-            kdt_mma_bf16(o[mi][2 * j + 1], pa[mi], vb[2], vb[3]);
-        }
-    }
-}
-
 /* Phase 1: the block's Q tile (rows m0.., padding rows zero) through the
  * ring into this warp's A fragments, kept for the whole block: rows
- * 32 qh .. 32 qh + 31, the dims of its quarter qq (128 c_kv + 16 k_pe). */
+ * 16 rg .. 16 rg + 15, dims HALF hd .. HALF hd + HALF - 1. */
 static __device__ __forceinline__ void
-load_q(uint32_t (&qa)[2][9][4], const kdt_verify_attn_params &p,
-       const va_block &b, uint32_t ring, int tid, int qh, int qq, int lane)
+load_q(uint32_t (&qa)[KSTEPS][4], const kdt_verify_attn_params &p,
+       const va_block &b, uint32_t ring, int tid, int rg, int hd, int lane)
 {
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
     for (int c = tid; c < BM * CHUNKS; c += NTHREADS) {
@@ -404,17 +263,189 @@ load_q(uint32_t (&qa)[2][9][4], const kdt_verify_attn_params &p,
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
     __syncthreads();
+    const uint32_t arow = ring + (16 * rg + (lane & 15)) * ROW_BYTES
+                          + (HALF * hd + 8 * (lane >> 4)) * 2;
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
+    for (int ks = 0; ks < KSTEPS; ++ks)
+        kdt_ldmatrix_x4(qa[ks], arow + 32 * ks);
+    __syncthreads(); /* the ring now belongs to the KV tiles */
+}
+
+/* Phase 2a, S: this warp's partial S (its 16 rows x the tile's 32 tokens,
+ * four n8 tiles, four independent accumulator chains) over its half of
+ * the dims, from the stage whose K lane address is `krow`. */
+static __device__ __forceinline__ void
+qk_half(float (&s)[NTN][4], const uint32_t (&qa)[KSTEPS][4], uint32_t krow)
+{
 #pragma unroll
-        for (int ks = 0; ks < 9; ++ks) {
-            const int dim = ks < 8 ? 128 * qq + 16 * ks : 512 + 16 * qq;
-            const int row = 32 * qh + 16 * mi + (lane & 15);
-            kdt_ldmatrix_x4(qa[mi][ks], ring + row * ROW_BYTES
-                                            + (dim + 8 * (lane >> 4)) * 2);
+    for (int n = 0; n < NTN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            s[n][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+#pragma unroll
+        for (int h = 0; h < NTN / 2; ++h) {
+            uint32_t kb[4];
+            kdt_ldmatrix_x4(kb, krow + 16 * h * ROW_BYTES + 32 * ks);
+            kdt_mma_bf16(s[2 * h], qa[ks], kb[0], kb[1]);
+            kdt_mma_bf16(s[2 * h + 1], qa[ks], kb[2], kb[3]);
         }
     }
-    __syncthreads(); /* the ring now belongs to the KV tiles */
+}
+
+/* Phase 2b, the pair's exchange: this warp's partial S into its slot, the
+ * partner's (same rows, other dims) added after the pair barrier.  Both
+ * warps add the same two partials, so both hold the same S.  Slots are
+ * [warp][n8 tile][lane][4 floats]: each float4 access is contiguous over
+ * the warp. */
+static __device__ __forceinline__ void
+exchange_s(float (&s)[NTN][4], float *sx, int warp, int rg, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < NTN; ++n)
+        *(float4 *)(sx + ((warp * NTN + n) * 32 + lane) * 4) =
+            make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+    named_bar(1 + rg, 64);
+#pragma unroll
+    for (int n = 0; n < NTN; ++n) {
+        const float4 v =
+            *(const float4 *)(sx + (((warp ^ 1) * NTN + n) * 32 + lane) * 4);
+        s[n][0] += v.x; s[n][1] += v.y; s[n][2] += v.z; s[n][3] += v.w;
+    }
+}
+
+/* Phase 2c, the online softmax of tile t for rows row0 (hh = 0) and
+ * row0 + 8 (hh = 1) of the block; this thread holds columns 8 n + c2 + e
+ * of them as s[n][2 hh + e].  Scales to log2 units, masks (tail tiles
+ * only), moves the lazy maximum, and leaves P (bf16) as the m16k16 A
+ * fragment of the PV MMA (the accumulator layout of S is that of A) and
+ * the rescale factors in alpha. */
+static __device__ __forceinline__ void
+softmax_rows(const float (&s)[NTN][4], uint32_t (&pa)[KK][4], float (&alpha)[2],
+             float (&m_ref)[2], float (&l_part)[2], int t,
+             const va_block &b, const uint32_t *__restrict__ anc, int row0,
+             int c2, float scale_log2)
+{
+    float x[NTN][4];
+#pragma unroll
+    for (int n = 0; n < NTN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            x[n][e] = s[n][e] * scale_log2;
+    if ((t + 1) * BN > b.past) {
+        /* a tail tile: the tree's own rows, and the end of the KV */
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int node = (b.m0 + row0 + 8 * hh) / H;
+            const uint32_t *mask_row = anc + min(node, N_MAX - 1) * W;
+#pragma unroll
+            for (int n = 0; n < NTN; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int pos = t * BN + 8 * n + c2 + e;
+                    bool vis = pos < b.past;
+                    if (!vis && pos < b.total && node < b.nn) {
+                        const int jj = pos - b.past;
+                        vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
+                    }
+                    if (!vis)
+                        x[n][2 * hh + e] = kdt_neg_inf();
+                }
+        }
+    }
+    float p[NTN][4];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        float mx = fmaxf(x[0][2 * hh], x[0][2 * hh + 1]);
+#pragma unroll
+        for (int n = 1; n < NTN; ++n)
+            mx = fmaxf(mx, fmaxf(x[n][2 * hh], x[n][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        alpha[hh] = 1.f;
+        if (mx > m_ref[hh] + LAZY_RESCALE) {
+            alpha[hh] = kdt_exp2(m_ref[hh] - mx); /* 0 when m_ref = -inf */
+            m_ref[hh] = mx;
+            l_part[hh] *= alpha[hh];
+        }
+        /* m_ref = -inf means every x so far is -inf: p = 0, not NaN */
+        const float mu = m_ref[hh] == kdt_neg_inf() ? 0.f : m_ref[hh];
+#pragma unroll
+        for (int n = 0; n < NTN; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                p[n][2 * hh + e] = kdt_exp2(x[n][2 * hh + e] - mu);
+                l_part[hh] += p[n][2 * hh + e];
+            }
+    }
+#pragma unroll
+    for (int kk = 0; kk < KK; ++kk) {
+        pa[kk][0] = kdt_pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+        pa[kk][1] = kdt_pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+        pa[kk][2] = kdt_pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        pa[kk][3] = kdt_pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+    }
+}
+
+/* Phase 2d, the group's exchange of P: the pair's first warp publishes
+ * its rows' P and alpha, and after the group barrier each warp takes the
+ * other pair's (the other 16 rows of its PV). */
+static __device__ __forceinline__ void
+exchange_p(uint32_t (&po)[KK][4], float (&ao)[2],
+           const uint32_t (&pa)[KK][4], const float (&alpha)[2],
+           unsigned char *px, int g, int rg, int hd, int lane)
+{
+    if (hd == 0) {
+#pragma unroll
+        for (int kk = 0; kk < KK; ++kk)
+            *(uint4 *)(px + rg * P_BYTES + (kk * 32 + lane) * 16) =
+                make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+        *(float2 *)(px + 4 * P_BYTES + (rg * 32 + lane) * 8) =
+            make_float2(alpha[0], alpha[1]);
+    }
+    named_bar(5 + g, 128);
+    const int other = rg ^ 1;
+#pragma unroll
+    for (int kk = 0; kk < KK; ++kk) {
+        const uint4 v =
+            *(const uint4 *)(px + other * P_BYTES + (kk * 32 + lane) * 16);
+        po[kk][0] = v.x; po[kk][1] = v.y; po[kk][2] = v.z; po[kk][3] = v.w;
+    }
+    const float2 a =
+        *(const float2 *)(px + 4 * P_BYTES + (other * 32 + lane) * 8);
+    ao[0] = a.x; ao[1] = a.y;
+}
+
+/* Phase 2e, PV: O[32 rows, this warp's 128 columns] = alpha O + P V for
+ * the tile whose V lane address is `vrow`; m-tile 0 is the warp's own
+ * row group (P in pa), m-tile 1 the other one of its group (P in po). */
+static __device__ __forceinline__ void
+pv_tile(float (&o)[2][NT][4], const uint32_t (&pa)[KK][4],
+        const float (&aa)[2], const uint32_t (&po)[KK][4],
+        const float (&ao)[2], uint32_t vrow)
+{
+    if (__any_sync(0xffffffffu, aa[0] != 1.f || aa[1] != 1.f
+                                || ao[0] != 1.f || ao[1] != 1.f)) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            o[0][nt][0] *= aa[0]; o[0][nt][1] *= aa[0];
+            o[0][nt][2] *= aa[1]; o[0][nt][3] *= aa[1];
+            o[1][nt][0] *= ao[0]; o[1][nt][1] *= ao[0];
+            o[1][nt][2] *= ao[1]; o[1][nt][3] *= ao[1];
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < KK; ++kk)
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j) {
+            uint32_t vb[4];
+            kdt_ldmatrix_x4_trans(vb, vrow + 16 * kk * ROW_BYTES + 32 * j);
+            kdt_mma_bf16(o[0][2 * j], pa[kk], vb[0], vb[1]);
+            kdt_mma_bf16(o[0][2 * j + 1], pa[kk], vb[2], vb[3]);
+            kdt_mma_bf16(o[1][2 * j], po[kk], vb[0], vb[1]);
+            kdt_mma_bf16(o[1][2 * j + 1], po[kk], vb[2], vb[3]);
+        }
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
@@ -425,119 +456,106 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     va_block b;
     if (!va_block_begin<BM, BN, NTHREADS>(b, p))
         return;
-    const int past = b.past, nn = b.nn, total = b.total;
     const int t0 = b.t0, t1 = b.t1;
 
     const uint32_t ring = kdt_smem_addr(smem);
-    float *slots = (float *)(smem + SLOTS_OFF);
-    unsigned char *pbuf = smem + P_OFF;
-    float *alpha_s = (float *)(smem + ALPHA_OFF);
+    float *sx = (float *)(smem + SX_OFF);
+    unsigned char *px = smem + PX_OFF;
     float *l_s = (float *)(smem + L_OFF);
 
     const uint16_t *__restrict__ kv = p.kv_cache;
     const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
+    const uint32_t *__restrict__ anc =
+        p.anc_mask + (int64_t)b.r * N_MAX * W;
 
-    const int qh = warp >> 2, qq = warp & 3;
-    uint32_t qa[2][9][4];
-    load_q(qa, p, b, ring, tid, qh, qq, lane);
+    /* Roles.  Group g (warps 4g .. 4g + 3) owns rows 32 g .. 32 g + 31;
+     * in it, the QK pair of warps 2k, 2k + 1 owns row group rg = 2 g + k
+     * (16 rows), split by dims (hd); for PV each of the group's warps
+     * owns 128 columns (wi) of the group's 32 rows. */
+    const int g = warp >> 2, wi = warp & 3;
+    const int rg = 2 * g + (wi >> 1), hd = wi & 1;
+    uint32_t qa[KSTEPS][4];
+    load_q(qa, p, b, ring, tid, rg, hd, lane);
 
-    /* softmax state of row 8*warp + lane/4 (the 4 lanes of a row agree) */
-    const int srow = 8 * warp + (lane >> 2);
-    const int sc0 = 4 * (lane & 3);
-    const int snode = (b.m0 + srow) / H;
-    const uint32_t *mask_row =
-        p.anc_mask + ((int64_t)b.r * N_MAX + min(snode, N_MAX - 1)) * W;
+    const int row0 = 16 * rg + (lane >> 2), c2 = 2 * (lane & 3);
     const float scale_log2 = p.scale * 1.4426950408889634f;
-    float m_ref = kdt_neg_inf(), l_part = 0.f;
-
-    float o[MT][NT][4];
+    float m_ref[2] = {kdt_neg_inf(), kdt_neg_inf()};
+    float l_part[2] = {0.f, 0.f};
+    float o[2][NT][4];
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                o[mi][nt][e] = 0.f;
+                o[mt][nt][e] = 0.f;
+    uint32_t pa[KK][4], po[KK][4];
+    float aa[2], ao[2];
 
     /* lane addresses inside a stage: K as the B operand of S (tokens are
      * n, dims are k), V as the B operand of O (ldmatrix.trans: tokens are
-     * k, this warp's NCOL columns are n); P as the A operand of O */
+     * k, this warp's 128 columns are n) */
     const uint32_t k_lane = ((lane & 7) + 8 * (lane >> 4)) * ROW_BYTES
-                            + 8 * ((lane >> 3) & 1) * 2;
+                            + (HALF * hd + 8 * ((lane >> 3) & 1)) * 2;
     const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
-                            + (NCOL * warp + 8 * (lane >> 4)) * 2;
-    const uint32_t p_lane = ring + P_OFF + (lane & 15) * P_STRIDE
-                            + 8 * (lane >> 4) * 2;
+                            + (NCOL * wi + 8 * (lane >> 4)) * 2;
     const int ltok = tid / TPT, lcol = tid % TPT;
     const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
-    int rescale = 0;
 
     /*
-     * Phase 2, the KV loop.  Iteration t: refill (tile t+2 into the stage
-     * tile t-2 left), PV of tile t-1 and QK of tile t (independent tensor
-     * work, no barrier between them), barrier X, softmax of tile t,
-     * barrier Y (which also publishes tile t+1).  The four stages hold
-     * tiles t-1 (PV), t (QK), t+1 (landed) and t+2 (in flight).
+     * Phase 2, the KV loop.  Iteration t: the block barrier (tile t
+     * landed; every warp is done with tile t-1, whose stage the refill of
+     * tile t+1 takes), then per warp: S of tile t, the pair's S exchange,
+     * the softmax, the group's P exchange, PV of tile t.
      */
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        if (t0 + s < t1)
-            load_kv_tile(ldst + s * STAGE_BYTES, ltok, lcol, t0 + s, total,
-                         kv, bt);
-        kdt_cp_async_commit();
-    }
-    kdt_cp_async_wait<1>();
-    __syncthreads(); /* tile t0 landed */
-    for (int t = t0; t <= t1; ++t) {
+    if (t0 < t1)
+        load_kv_tile(ldst, ltok, lcol, t0, b.total, kv, bt);
+    kdt_cp_async_commit();
+    for (int t = t0; t < t1; ++t) {
         const int it = t - t0;
-        if (t + 2 < t1)
-            load_kv_tile(ldst + ((it + 2) % NSTAGE) * STAGE_BYTES, ltok,
-                         lcol, t + 2, total, kv, bt);
+        kdt_cp_async_wait<0>(); /* this thread's part of tile t */
+        __syncthreads();
+        if (t + 1 < t1)
+            load_kv_tile(ldst + ((it + 1) % NSTAGE) * STAGE_BYTES, ltok, lcol,
+                         t + 1, b.total, kv, bt);
         kdt_cp_async_commit();
-        if (t > t0)
-            pv_tile(o, p_lane,
-                    ring + ((it + NSTAGE - 1) % NSTAGE) * STAGE_BYTES
-                        + v_lane,
-                    alpha_s, rescale, lane);
-        if (t == t1)
-            break;
-        float acc[2][2][4];
-        qk_mma(acc, qa, ring + (it % NSTAGE) * STAGE_BYTES + k_lane, qq);
-        qk_store(slots, acc, qh, qq, lane);
-        __syncthreads(); /* X: partial S written; PV(t-1) done */
-        const float alpha =
-            softmax_tile(slots, pbuf, alpha_s, t, srow, sc0, lane, past,
-                         total, nn, snode, mask_row, scale_log2, m_ref,
-                         l_part);
-        kdt_cp_async_wait<1>(); /* this thread's part of tile t+1 */
-        /* Y: P, alpha and tile t+1 visible; the OR says whether any
-         * row's reference maximum moved (else PV skips the rescale) */
-        rescale = __syncthreads_or(alpha != 1.f);
+        const uint32_t stage = ring + (it % NSTAGE) * STAGE_BYTES;
+        float s[NTN][4];
+        qk_half(s, qa, stage + k_lane);
+        exchange_s(s, sx, warp, rg, lane);
+        softmax_rows(s, pa, aa, m_ref, l_part, t, b, anc, row0, c2,
+                     scale_log2);
+        exchange_p(po, ao, pa, aa, px, g, rg, hd, lane);
+        pv_tile(o, pa, aa, po, ao, stage + v_lane);
     }
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
-    l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
-    l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
-    if ((lane & 3) == 0) {
-        l_s[srow] = l_part;
-        va_store_lse(p, b, b.m0 + srow, m_ref, l_part);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        float l = l_part[hh];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (hd == 0 && (lane & 3) == 0) {
+            l_s[row0 + 8 * hh] = l;
+            va_store_lse(p, b, b.m0 + row0 + 8 * hh, m_ref[hh], l);
+        }
     }
     __syncthreads();
 
+    const int col0 = NCOL * wi + c2;
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi) {
+    for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-            const int row = 16 * mi + (lane >> 2) + 8 * hf;
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = 16 * (rg ^ mt) + (lane >> 2) + 8 * hh;
             if (b.m0 + row >= ROWS)
                 continue;
             const va_out d = va_row_out(p, b, b.m0 + row, l_s[row]);
-            const int col0 = NCOL * warp + 2 * (lane & 3);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                va_put(d, col0 + 8 * nt, o[mi][nt][2 * hf],
-                       o[mi][nt][2 * hf + 1]);
+                va_put(d, col0 + 8 * nt, o[mt][nt][2 * hh],
+                       o[mt][nt][2 * hh + 1]);
         }
     }
 }

@@ -82,7 +82,7 @@ START_TEST(split_rule)
     /* H = 128, 65 rows: 130 blocks on 132 SMs; no split */
     ck_assert_uint_eq(ws(&h200, 1, 128, 65, 64, 600), 0);
     /* a short cache allows few splits: at least 4 tiles of 64 tokens a
-     * split on Hopper (8 of 16 elsewhere), so 3 pages of 64 tokens make
+     * split on Hopper (8 of 32 elsewhere), so 3 pages of 64 tokens make
      * one split at most, and 8 pages two */
     ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 3), 0);
     ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 8), 2ull * 65 * 8 * 513 * 4);

@@ -83,14 +83,14 @@ va_geometry(const kdtree_runtime *rt)
         return (va_geom){KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, KDT_ATTN_WG_THREADS,
                          KDT_ATTN_WG_SMEM, 1, 4};
     /* one block an SM (8 warps of 255 registers fill the register
-     * file); at least 8 tiles (128 tokens) a split */
+     * file); at least 8 tiles (256 tokens) a split */
     return (va_geom){KDT_ATTN_BM, KDT_ATTN_BN, KDT_ATTN_THREADS,
                      KDT_ATTN_SMEM, 1, 8};
 }
 
 /* Blocks of the attention kernel that one SM runs at a time: what the
  * registers allow and what the per-block opt-in limit of shared memory
- * says (one 95 KB mma.sync block on sm_120's 99 KB; one 225 KB wgmma
+ * says (one 94 KB mma.sync block on sm_120's 99 KB; one 225 KB wgmma
  * block on Hopper's 227 KB). */
 static int
 blocks_per_sm(const kdtree_runtime *rt, const va_geom *g)
