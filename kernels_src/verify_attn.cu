@@ -39,7 +39,7 @@
  * row tile, so they run side by side and their re-reads of a KV tile hit
  * L2: DRAM sees the KV once per request.  What bounds it (two warps a
  * scheduler, every phase latency-bound: register file full with Q and
- * O) and what was tried: tools/dev/ATTN_NOTES.md.
+ * O) and what was tried: docs/performance.md, verify_attn history.
  *
  * The prefix tiles (all positions < past_len) see no mask work; only the
  * tiles that hold the tree's own rows test anc_mask.

@@ -8,9 +8,9 @@
  *
  * Why a second body: mma.sync issues at most ~640 TFLOP/s on an H200
  * (tools/dev/mma_peak.cu), and its operands pass through registers, so a
- * 576/512-wide MLA tile costs more shared-memory bandwidth than the tensor
- * pipe (tools/dev/ATTN_NOTES.md); the mma.sync kernel peaked at 24% of
- * 989 TFLOP/s.  wgmma reads both operands from shared memory itself, and
+ * 576/512-wide MLA tile costs more shared-memory bandwidth and register
+ * file than the tensor pipe can use (docs/performance.md, verify_attn
+ * history); the mma.sync body reaches 20-26% of 989 TFLOP/s.  wgmma reads both operands from shared memory itself, and
  * Hopper lets a block have 227 KB of it, so the whole 64-row Q tile and
  * two 64-token KV tiles stay resident.  sm_120 (99 KB, no wgmma) keeps the
  * mma.sync body.
@@ -28,8 +28,8 @@
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
- * that fit beside Q) and what was tried: tools/dev/ATTN_NOTES.md, fifth
- * session.
+ * that fit beside Q) and what was tried: docs/performance.md,
+ * verify_attn history, fifth session.
  *
  * Shared memory (one 1024-byte-aligned base): Q 64 x 576 bf16, two KV
  * stages of 64 x 576, P 64 x 64, alpha[64], l[64].  Every operand tile is

@@ -40,7 +40,7 @@
 
 static int sm_count, smem_optin;
 
-/* The library's rule (kernel_verify_attn.c): fewest splits within 5% of
+/* The library's rule (src/kernels/verify_attn.c): fewest splits within 5% of
  * the best waves-per-split over 1..64, at least 8 KV tiles per split (4
  * for the wgmma body), one block an SM. */
 static int
