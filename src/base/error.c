@@ -104,26 +104,36 @@ kdt_fail_long(int status, const char *extra, const char *fmt, ...)
 
 static int log_level = -1; /* -1: not read yet */
 
+static const char *const level_names[] = {"off", "error", "warn", "info",
+                                          "debug"};
+
+/* -1 for a value that names no level. */
 static int
 parse_level(const char *s)
 {
-    static const char *const names[] = {"off", "error", "warn", "info",
-                                        "debug"};
     if (!s || !*s)
         return KDT_LOG_WARN;
     for (int i = 0; i < 5; i++)
-        if (strcasecmp(s, names[i]) == 0)
+        if (strcasecmp(s, level_names[i]) == 0)
             return i;
     if (strcasecmp(s, "warning") == 0)
         return KDT_LOG_WARN;
-    return KDT_LOG_WARN;
+    return -1;
 }
 
 void
 kdt_log_reload(void)
 {
-    __atomic_store_n(&log_level, parse_level(getenv("KDTREE_LOG")),
-                     __ATOMIC_RELAXED);
+    const char *v = getenv("KDTREE_LOG");
+    int level = parse_level(v);
+
+    if (level < 0) {
+        level = KDT_LOG_WARN;
+        /* Straight to stderr: the log itself is what is being set up. */
+        fprintf(stderr, "kdtree: warn: KDTREE_LOG=%s is not off, error, "
+                "warn, info or debug; using warn\n", v);
+    }
+    __atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
 }
 
 int
@@ -138,18 +148,35 @@ kdt_log_enabled(int level)
 }
 
 void
-kdt_log(int level, const char *fmt, ...)
+kdt_vlog(int level, const char *fmt, va_list ap)
 {
-    static const char *const tags[] = {"", "error", "warn", "info", "debug"};
+    char line[2048], *big = NULL;
+    const char *text = line;
+    va_list again;
+
     if (!kdt_log_enabled(level) || level < 1 || level > 4)
         return;
-    char line[2048];
+    va_copy(again, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    /* A long line (paths near PATH_MAX, twice) is printed whole: cutting
+     * it would cut the reason, which comes last. */
+    if (n >= (int)sizeof line && (big = malloc((size_t)n + 1)) != NULL) {
+        vsnprintf(big, (size_t)n + 1, fmt, again);
+        text = big;
+    }
+    va_end(again);
+    /* One fprintf per line, so lines of concurrent threads do not mix. */
+    fprintf(stderr, "kdtree: %s: %s\n", level_names[level], text);
+    free(big);
+}
+
+void
+kdt_log(int level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    kdt_vlog(level, fmt, ap);
     va_end(ap);
-    /* One fprintf per line, so lines of concurrent threads do not mix. */
-    fprintf(stderr, "kdtree: %s: %s\n", tags[level], line);
 }
 
 double

@@ -37,10 +37,14 @@ int kdt_fail_long(int status, const char *extra, const char *fmt, ...)
 /* Empties this thread's last error (every public entry point starts so). */
 void kdt_clear_error(void);
 
-/* 1 when KDTREE_LOG asks for `level` (read once per process). */
+/* 1 when KDTREE_LOG asks for `level` (read once per process: off, error,
+ * warn (the default; also "warning"), info or debug, in any case; any
+ * other value warns on stderr and means warn). */
 int kdt_log_enabled(int level);
-/* One line on stderr, "kdtree: warn: ...", when `level` is enabled. */
+/* One line on stderr, "kdtree: warn: ...", when `level` is enabled; never
+ * cut, however long. */
 void kdt_log(int level, const char *fmt, ...) KDT_PRINTF(2, 3);
+void kdt_vlog(int level, const char *fmt, va_list ap);
 /* Test hook: re-reads KDTREE_LOG. */
 void kdt_log_reload(void);
 
