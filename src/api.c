@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "jit/obtain.h"
 #include "jit/registry.h"
+#include "jit/target.h"
 #include "cuda/nvrtc.h"
 #include "runtime/runtime.h"
 #include "base/validate.h"
@@ -98,6 +99,8 @@ kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
     int id = find_kernel(fn, kernel);
     if (id < 0)
         return id;
+    if ((st = kdt_target_check(fn, id, arch)))
+        return st;
     int64_t vals[KDT_MAX_CONSTS] = {0};
     if ((st = kdt_shape_parse(id, shape, vals)))
         return st;

@@ -1,7 +1,8 @@
 /*
  * jit/obtain.c: the cache key of a specialisation (kernel, constants, target)
- * and the miss path that obtains its compiled blob: memory -> read-only
- * layers -> user cache -> (per-key lock) -> NVRTC -> background publish.
+ * and the miss path that obtains its compiled blob: target check -> memory
+ * -> read-only layers -> user cache -> (per-key lock) -> NVRTC ->
+ * background publish.
  */
 #include "config.h"
 
@@ -16,6 +17,7 @@
 #include "jit/obtain.h"
 #include "jit/registry.h"
 #include "jit/sources.h"
+#include "jit/target.h"
 
 /* ---- the key ------------------------------------------------------------ */
 
@@ -197,6 +199,10 @@ kdt_kernel_obtain(int id, const int64_t *vals, const char *target, int kind,
 {
     int st;
     *from = KDT_FROM_NONE;
+    /* Before any cache or compiler: a target the kernel cannot support
+     * fails the same way everywhere, and fast. */
+    if ((st = kdt_target_check(NULL, id, target)))
+        return st;
     const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
     if (!nv)
         return obtain_without_compiler(id, vals, target, st, out, from);

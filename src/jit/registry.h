@@ -43,6 +43,11 @@ typedef struct kdt_kernel_def {
      * or a status with the last error set. */
     int (*check)(const int64_t *vals);
     const char *default_shape; /* "N_MAX=65,L=15" */
+    /* The oldest architecture the source compiles for (80: sm_80 and
+     * compute_80 up), found by compiling for each; 0 when it has no
+     * minimum of its own (NVRTC's oldest target is the limit).  Checked
+     * before any compile (jit/target.h). */
+    int min_arch;
 } kdt_kernel_def;
 
 /* The definitions, in kdt_kernel_id order (each from its kernel_*.c). */

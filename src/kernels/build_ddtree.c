@@ -117,6 +117,7 @@ const kdt_kernel_def kdt_def_build_ddtree = {
         },
     .check = bd_check,
     .default_shape = "L=15,K=64,N_MAX=65",
+    .min_arch = 0, /* compiles for sm_75, NVRTC 13's oldest */
 };
 
 KDT_EXPORT int32_t

@@ -60,6 +60,7 @@ const kdt_kernel_def kdt_def_draft_topk = {
         },
     .check = dt_check,
     .default_shape = "V=163840,K=64,DTYPE=bf16",
+    .min_arch = 90, /* thread-block clusters */
 };
 
 /* Blocks per row (the cluster size): the largest power of two that keeps

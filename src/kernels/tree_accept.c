@@ -34,6 +34,7 @@ const kdt_kernel_def kdt_def_tree_accept = {
         },
     .check = NULL,
     .default_shape = "N_MAX=65,L=15",
+    .min_arch = 0, /* compiles for sm_75, NVRTC 13's oldest */
 };
 
 KDT_EXPORT int32_t

@@ -53,6 +53,7 @@ const kdt_kernel_def kdt_def_verify_attn = {
         },
     .check = NULL,
     .default_shape = "H=8,PAGE=64,N_MAX=65",
+    .min_arch = 80, /* bf16 mma, cp.async */
 };
 
 /*
