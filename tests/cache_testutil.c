@@ -17,6 +17,9 @@
 
 #include "cache_testutil.h"
 #include "base/error.h"
+#include "cache/file.h"
+#include "cache/housekeep.h"
+#include "cache/layout.h"
 #include "kdtree.h"
 
 char ct_base[256];
@@ -73,9 +76,8 @@ ct_teardown(void)
     ct_base[0] = '\0';
 }
 
-void
-ct_preimage(kdt_preimage *p, const char *kernel, const char *target,
-            kdt_key *key)
+static void
+ct_preimage_head(kdt_preimage *p, const char *kernel, const char *target)
 {
     kdt_preimage_init(p);
     kdt_preimage_add_str(p, "format", "1");
@@ -84,10 +86,50 @@ ct_preimage(kdt_preimage *p, const char *kernel, const char *target,
     kdt_preimage_add_str(p, "fake.cu", "extern \"C\" __global__ void k() {}");
     kdt_preimage_add_str(p, "constants", "N_MAX=65,L=15");
     kdt_preimage_add_str(p, "target", target);
-    kdt_preimage_add_str(p, "nvrtc", "13.0 test");
+}
+
+#define CT_NVRTC "13.0 test"
+
+void
+ct_preimage(kdt_preimage *p, const char *kernel, const char *target,
+            kdt_key *key)
+{
+    ct_preimage_head(p, kernel, target);
+    kdt_preimage_add_str(p, "nvrtc", CT_NVRTC);
     ck_assert_int_eq(p->failed, 0);
     if (key)
         *key = kdt_key_of(p->text, p->len);
+}
+
+void
+ct_alias_preimage(kdt_preimage *p, const char *kernel, const char *target,
+                  kdt_key *key)
+{
+    ct_preimage_head(p, kernel, target);
+    kdt_preimage_add_str(p, "alias", "nvrtc");
+    ck_assert_int_eq(p->failed, 0);
+    if (key)
+        *key = kdt_key_of(p->text, p->len);
+}
+
+kdt_blob
+ct_alias_blob(void)
+{
+    kdt_blob b;
+
+    b.data = strdup(CT_NVRTC);
+    ck_assert_ptr_nonnull(b.data);
+    b.size = strlen(CT_NVRTC);
+    b.kind = KDT_PAYLOAD_ALIAS;
+    return b;
+}
+
+void
+ct_stamp(const char *path, int t)
+{
+    struct timespec ts[2] = { { 1000000000 + t, 0 }, { 1000000000 + t, 0 } };
+
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
 }
 
 kdt_blob
@@ -217,6 +259,59 @@ ct_count_log_lines(void (*fn)(void), const char *needle)
     return n;
 }
 
+static int capture_saved = -1;
+static char capture_path[400];
+
+void
+ct_capture_begin(void)
+{
+    int fd;
+
+    snprintf(capture_path, sizeof capture_path, "%s/capture-%d.txt", ct_base,
+             (int)getpid());
+    fflush(stderr);
+    capture_saved = dup(2);
+    ck_assert_int_ge(capture_saved, 0);
+    fd = open(capture_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, 2);
+    close(fd);
+}
+
+char *
+ct_capture_end(void)
+{
+    void *buf;
+    size_t n;
+    char *s;
+
+    fflush(stderr);
+    dup2(capture_saved, 2);
+    close(capture_saved);
+    capture_saved = -1;
+    ck_assert_int_eq(ct_read(capture_path, &buf, &n), 0);
+    s = realloc(buf, n + 1);
+    ck_assert_ptr_nonnull(s);
+    s[n] = '\0';
+    return s;
+}
+
+int
+ct_count_lines(const char *text, const char *needle)
+{
+    int n = 0;
+
+    while (text && *text) {
+        const char *end = strchr(text, '\n');
+        size_t len = end ? (size_t)(end - text) : strlen(text);
+        const char *hit = strstr(text, needle);
+        if (hit && (size_t)(hit - text) < len)
+            n++;
+        text += len + (end ? 1 : 0);
+    }
+    return n;
+}
+
 void
 ct_unwritable_dir(void)
 {
@@ -243,6 +338,93 @@ ct_nvrtc_available(const char *kernel, const char *shape)
     if (pid < 0 || waitpid(pid, &status, 0) != pid)
         return 0;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int
+ct_disk_lookup(const kdt_key *key, const kdt_preimage *p, kdt_blob *out,
+               int *from)
+{
+    kdt_blob got;
+    int r, f;
+
+    kdt_cache_memory_clear();
+    r = kdt_cache_lookup(key, p->text, p->len, out ? out : &got,
+                         from ? from : &f);
+    ck_assert_int_ge(r, 0);
+    if (r == 1 && !out)
+        kdt_blob_free(&got);
+    return r;
+}
+
+int
+ct_same_blob(const kdt_blob *a, const kdt_blob *b)
+{
+    return a->size == b->size && a->kind == b->kind
+           && memcmp(a->data, b->data, a->size) == 0;
+}
+
+kdtree_cache_stats
+ct_stats(void)
+{
+    kdtree_cache_stats s;
+
+    ck_assert_int_eq(kdtree_cache_stats_get(&s), 0);
+    return s;
+}
+
+int
+ct_entry_state(const kdt_key *key, const kdt_blob *want)
+{
+    char why[KDT_WHY_SIZE], name[KDT_NAME_SIZE];
+    kdt_entry_view v;
+    void *buf;
+    size_t size;
+    int fd, r;
+
+    r = kdt_cache_dir_open(ct_user, 0, &fd, why, sizeof why);
+    if (r != 0)
+        return r == 1 ? 0 : -1;
+    kdt_layout_entry_name(key, name);
+    r = kdt_cache_read_entry(fd, name, 0, &buf, &size, why, sizeof why);
+    close(fd);
+    if (r == 1)
+        return 0;
+    if (r != 0)
+        return -1;
+    r = kdt_entry_decode(buf, size, key, &v, why, sizeof why) == 0 ? 1 : -1;
+    if (r == 1 && want
+        && (v.payload_size != want->size
+            || memcmp(v.payload, want->data, want->size) != 0))
+        r = -1;
+    free(buf);
+    return r;
+}
+
+int
+ct_open_user_dir(void)
+{
+    char why[KDT_WHY_SIZE];
+    int fd;
+
+    ck_assert_msg(kdt_cache_dir_open(ct_user, 0, &fd, why, sizeof why) == 0,
+                  "%s", why);
+    return fd;
+}
+
+size_t
+ct_count_entries(void)
+{
+    char why[KDT_WHY_SIZE];
+    kdt_cache_file *f;
+    size_t n;
+    int fd;
+
+    if (kdt_cache_dir_open(ct_user, 0, &fd, why, sizeof why) != 0)
+        return 0;
+    ck_assert_int_eq(kdt_cache_scan(fd, &f, &n), 0);
+    free(f);
+    close(fd);
+    return n;
 }
 
 TCase *

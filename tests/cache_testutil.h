@@ -10,7 +10,9 @@
 #include <stddef.h>
 
 #include "cache/cache.h"
+#include "cache/entry.h"
 #include "cache/key.h"
+#include "kdtree.h"
 
 /* The test's temp directory ("/tmp/kdt-cache-XXXXXX"). */
 extern char ct_base[256];
@@ -46,6 +48,20 @@ void ct_mkdirs(const char *path);
 /* Runs fn() with this process's stderr captured; returns how many lines
  * it wrote that contain `needle`. */
 int ct_count_log_lines(void (*fn)(void), const char *needle);
+/* Captures this process's stderr from now on ... */
+void ct_capture_begin(void);
+/* ... until here: returns what was written (malloc'ed, NUL-terminated). */
+char *ct_capture_end(void);
+/* How many lines of `text` contain `needle`. */
+int ct_count_lines(const char *text, const char *needle);
+/* An alias's preimage for the entry ct_preimage(kernel, target) makes: the
+ * same records without the last, NVRTC's, then "alias nvrtc"; its payload
+ * is that NVRTC text (ct_alias_blob). */
+void ct_alias_preimage(kdt_preimage *p, const char *kernel,
+                       const char *target, kdt_key *key);
+kdt_blob ct_alias_blob(void);
+/* Makes the last-used stamp of `path` `t` seconds after 2001-09-09. */
+void ct_stamp(const char *path, int t);
 /* Points KDTREE_CACHE_DIR below a regular file of ct_base: a directory
  * that cannot be created (ENOTDIR, which stops root too; chmod does not,
  * and CI runs as root). */
@@ -53,6 +69,24 @@ void ct_unwritable_dir(void);
 /* Whether NVRTC loads and compiles `kernel` at `shape` for sm_90, asked in
  * a child (cache off) so the calling process stays clean. */
 int ct_nvrtc_available(const char *kernel, const char *shape);
+
+/* Looks `key` up with an empty memory layer: 1 hit (*out filled, unless
+ * out is NULL), 0 miss. */
+int ct_disk_lookup(const kdt_key *key, const kdt_preimage *p, kdt_blob *out,
+                   int *from);
+/* 1 when two blobs are the same bytes of the same kind. */
+int ct_same_blob(const kdt_blob *a, const kdt_blob *b);
+/* kdtree_cache_stats_get(), asserted to succeed. */
+kdtree_cache_stats ct_stats(void);
+/* 1 when a valid entry for `key` is in the user's directory (with payload
+ * `want`, when not NULL), 0 when there is none, -1 when there is one that
+ * the library would refuse.  No ck_assert: children call it too. */
+int ct_entry_state(const kdt_key *key, const kdt_blob *want);
+/* How many names of the user's entry directory look like entries. */
+size_t ct_count_entries(void);
+/* ct_user's entry directory opened (asserted), for the housekeeping
+ * functions. */
+int ct_open_user_dir(void);
 
 /* A test case with the ct_setup/ct_teardown fixture and a timeout. */
 TCase *ct_tcase(const char *name, int timeout_s);

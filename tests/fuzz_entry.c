@@ -27,8 +27,7 @@
 
 #include <xxhash.h>
 
-#include "cache/cache.h"
-#include "cache/admin.h"
+#include "cache/entry.h"
 #include "base/error.h"
 
 #ifdef KDT_FUZZ_LIBFUZZER

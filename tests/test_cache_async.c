@@ -30,7 +30,8 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "cache/admin.h"
+#include "cache/lock.h"
+#include "cache/worker.h"
 #include "cache_testutil.h"
 #include "base/error.h"
 #include "kdtree.h"
@@ -68,59 +69,16 @@ obtain(const kshape *k, kdt_blob *out, int *from)
                              from);
 }
 
-/* 1 when a valid entry for `key` is in the user's directory (with payload
- * `want`, when not NULL), 0 when there is none, -1 when there is one that
- * does not verify.  No ck_assert: children call it too. */
-static int
-entry_state(const kdt_key *key, const kdt_blob *want)
-{
-    char hex[33], path[600], why[200];
-    kdt_entry_view v;
-    void *buf;
-    size_t size;
-    int r;
-
-    kdt_key_hex(key, hex);
-    snprintf(path, sizeof path, "%s/v%d/%s.kdt", ct_user, KDT_CACHE_FORMAT,
-             hex);
-    r = kdt_cache_read_file(path, 0, &buf, &size, why, sizeof why);
-    if (r == 1)
-        return 0;
-    if (r != 0)
-        return -1;
-    r = kdt_entry_decode(buf, size, key, &v, why, sizeof why) == 0 ? 1 : -1;
-    if (r == 1 && want
-        && (v.payload_size != want->size
-            || memcmp(v.payload, want->data, want->size) != 0))
-        r = -1;
-    free(buf);
-    return r;
-}
-
-/* How many entries (entries and aliases) the user's directory holds. */
-static size_t
-n_entries(void)
-{
-    char dir[400];
-    kdt_cache_file *f;
-    size_t n;
-
-    snprintf(dir, sizeof dir, "%s/v%d", ct_user, KDT_CACHE_FORMAT);
-    ck_assert_int_eq(kdt_cache_scan(dir, &f, &n), 0);
-    kdt_cache_scan_free(f, n);
-    return n;
-}
-
 /* 1 when nobody holds `key`'s lock (taken and released at once), 0 when
  * someone does.  No ck_assert: children call it too. */
 static int
 lock_free(const kdt_key *key)
 {
-    kdt_cache_lock *l;
+    /* The lock itself, as the miss path would name it (by the directory
+     * as configured), whatever the mode. */
+    kdt_cache_lock *l = kdt_lock_acquire(getenv("KDTREE_CACHE_DIR"), key,
+                                         0);
 
-    setenv("KDTREE_CACHE_LOCK_TIMEOUT", "0", 1);
-    l = kdt_cache_lock_acquire(key);
-    unsetenv("KDTREE_CACHE_LOCK_TIMEOUT");
     kdt_cache_lock_release(l);
     return l != NULL;
 }
@@ -223,15 +181,6 @@ n_workers(void)
     return n;
 }
 
-static uint64_t
-compiles(void)
-{
-    kdtree_cache_stats s;
-
-    ck_assert_int_eq(kdtree_cache_stats_get(&s), KDTREE_OK);
-    return s.compiles;
-}
-
 static int
 wait_exit_code(pid_t pid)
 {
@@ -271,9 +220,9 @@ START_TEST(test_obtain_returns_before_publish)
     kdtree_cache_stats_reset();
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
     ck_assert_int_eq(from, KDT_FROM_NONE);
-    ck_assert_uint_eq(compiles(), 1);
+    ck_assert_uint_eq(ct_stats().compiles, 1);
     /* Held mid-write: not on disk, lock held. */
-    ck_assert_int_eq(entry_state(&k.key, NULL), 0);
+    ck_assert_int_eq(ct_entry_state(&k.key, NULL), 0);
     ck_assert_int_eq(lock_free(&k.key), 0);
     /* This process hits memory at once. */
     ck_assert_int_eq(kdt_cache_lookup(&k.key, NULL, 0, &mem, &from), 1);
@@ -284,10 +233,10 @@ START_TEST(test_obtain_returns_before_publish)
 
     release_publish();
     kdt_cache_flush();
-    ck_assert_int_eq(entry_state(&k.key, &got), 1);
-    ck_assert_uint_eq(n_entries(), 2); /* the entry and its alias */
+    ck_assert_int_eq(ct_entry_state(&k.key, &got), 1);
+    ck_assert_uint_eq(ct_count_entries(), 2); /* the entry and its alias */
     ck_assert_int_eq(lock_free(&k.key), 1);
-    ck_assert_uint_eq(compiles(), 1);
+    ck_assert_uint_eq(ct_stats().compiles, 1);
     kdt_blob_free(&got);
 }
 END_TEST
@@ -306,12 +255,12 @@ START_TEST(test_memory_clear_then_disk)
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
     release_later(200);
     kdt_cache_memory_clear();
-    ck_assert_int_eq(entry_state(&k.key, &got), 1);
+    ck_assert_int_eq(ct_entry_state(&k.key, &got), 1);
     ck_assert_int_eq(obtain(&k, &again, &from), KDTREE_OK);
     ck_assert_int_eq(from, KDT_FROM_USER);
     ck_assert(again.size == got.size
               && memcmp(again.data, got.data, got.size) == 0);
-    ck_assert_uint_eq(compiles(), 1);
+    ck_assert_uint_eq(ct_stats().compiles, 1);
     kdt_blob_free(&got);
     kdt_blob_free(&again);
 }
@@ -329,8 +278,8 @@ START_TEST(test_compile_is_durable)
     ck_assert_int_eq(kdtree_compile(&cached, TARGET, KERNEL,
                                     "N_MAX=65,L=15"), KDTREE_OK);
     ck_assert_int_eq(cached, 0);
-    ck_assert_int_eq(entry_state(&k.key, NULL), 1);
-    ck_assert_uint_eq(n_entries(), 2);
+    ck_assert_int_eq(ct_entry_state(&k.key, NULL), 1);
+    ck_assert_uint_eq(ct_count_entries(), 2);
     /* A hit in memory still leaves nothing pending. */
     ck_assert_int_eq(kdtree_compile(&cached, TARGET, KERNEL,
                                     "N_MAX=65,L=15"), KDTREE_OK);
@@ -362,7 +311,7 @@ START_TEST(test_waiter_finds_complete_entry)
         l = kdt_cache_lock_acquire(&k.key);
         if (!l)
             _exit(2);
-        st = entry_state(&k.key, &got);
+        st = ct_entry_state(&k.key, &got);
         kdt_cache_lock_release(l);
         _exit(st == 1 ? 0 : 3);
     }
@@ -388,7 +337,7 @@ START_TEST(test_fork_during_publish)
     shape_of(&k3, "N_MAX=63,L=15");
     hold_publish();
     ck_assert_int_eq(obtain(&k, &got, &from), KDTREE_OK);
-    ck_assert_int_eq(entry_state(&k.key, NULL), 0);
+    ck_assert_int_eq(ct_entry_state(&k.key, NULL), 0);
     wait_parked();
     fflush(NULL);
     pid = fork();
@@ -404,12 +353,12 @@ START_TEST(test_fork_during_publish)
         if (obtain(&k2, &b2, &from) != KDTREE_OK || from != KDT_FROM_NONE)
             _exit(3);
         kdt_cache_flush();
-        if (entry_state(&k2.key, &b2) != 1)
+        if (ct_entry_state(&k2.key, &b2) != 1)
             _exit(4);
         kdt_blob_free(&b2);
         if (kdtree_compile(&cached, TARGET, KERNEL, "N_MAX=63,L=15")
                 != KDTREE_OK
-            || cached != 0 || entry_state(&k3.key, NULL) != 1)
+            || cached != 0 || ct_entry_state(&k3.key, NULL) != 1)
             _exit(5);
         kdt_cache_memory_clear(); /* flushes the child's own publishes */
         /* _exit: the child holds copies of the parent's in-flight publish
@@ -418,13 +367,13 @@ START_TEST(test_fork_during_publish)
         _exit(0);
     }
     ck_assert_int_eq(wait_exit_code(pid), 0);
-    ck_assert_int_eq(entry_state(&k.key, NULL), 0); /* still held */
+    ck_assert_int_eq(ct_entry_state(&k.key, NULL), 0); /* still held */
     release_publish();
     kdt_cache_flush();
-    ck_assert_int_eq(entry_state(&k.key, &got), 1);
+    ck_assert_int_eq(ct_entry_state(&k.key, &got), 1);
     ck_assert_int_eq(lock_free(&k.key), 1);
-    ck_assert_int_eq(entry_state(&k2.key, NULL), 1);
-    ck_assert_uint_eq(n_entries(), 6); /* three entries, three aliases */
+    ck_assert_int_eq(ct_entry_state(&k2.key, NULL), 1);
+    ck_assert_uint_eq(ct_count_entries(), 6); /* three entries, three aliases */
     kdt_blob_free(&got);
 }
 END_TEST
@@ -446,14 +395,14 @@ START_TEST(test_exit_publishes)
         hold_publish();
         if (obtain(&k, &b, &from) != KDTREE_OK || from != KDT_FROM_NONE)
             _exit(2);
-        if (entry_state(&k.key, NULL) != 0)
+        if (ct_entry_state(&k.key, NULL) != 0)
             _exit(3); /* published before returning: the test proves nothing */
         release_later(300); /* while exit() runs the destructor */
         exit(0);
     }
     ck_assert_int_eq(wait_exit_code(pid), 0);
-    ck_assert_int_eq(entry_state(&k.key, NULL), 1);
-    ck_assert_uint_eq(n_entries(), 2);
+    ck_assert_int_eq(ct_entry_state(&k.key, NULL), 1);
+    ck_assert_uint_eq(ct_count_entries(), 2);
 }
 END_TEST
 
@@ -512,15 +461,15 @@ START_TEST(test_modes_start_no_worker)
         kdt_cache_flush();
     }
     unsetenv("KDTREE_CACHE");
-    ck_assert_int_eq(entry_state(&k.key, NULL), 0);
-    ck_assert_uint_eq(n_entries(), 0);
+    ck_assert_int_eq(ct_entry_state(&k.key, NULL), 0);
+    ck_assert_uint_eq(ct_count_entries(), 0);
     for (int i = 0; i < 2; i++) {
         shape_of(&k, i ? "N_MAX=62,L=15" : "N_MAX=63,L=15");
         ck_assert_int_eq(obtain(&k, &b, &from), KDTREE_OK);
         kdt_blob_free(&b);
         ck_assert_int_eq(n_workers(), 1);
         kdt_cache_flush();
-        ck_assert_int_eq(entry_state(&k.key, NULL), 1);
+        ck_assert_int_eq(ct_entry_state(&k.key, NULL), 1);
     }
 }
 END_TEST
@@ -550,12 +499,12 @@ START_TEST(test_queue_is_bounded)
         kdt_cache_item e = {&key[i], p[i].text, p[i].len, &b};
         ck_assert_int_eq(kdt_cache_store_async(&e, 1, NULL), 0);
     }
-    ck_assert_int_eq(entry_state(&key[1], NULL), 0);  /* queued */
-    ck_assert_int_eq(entry_state(&key[N - 1], &b), 1); /* published here */
+    ck_assert_int_eq(ct_entry_state(&key[1], NULL), 0);  /* queued */
+    ck_assert_int_eq(ct_entry_state(&key[N - 1], &b), 1); /* published here */
     release_publish();
     kdt_cache_flush();
     for (int i = 0; i < N; i++) {
-        ck_assert_int_eq(entry_state(&key[i], &b), 1);
+        ck_assert_int_eq(ct_entry_state(&key[i], &b), 1);
         kdt_preimage_free(&p[i]);
     }
     kdt_blob_free(&b);

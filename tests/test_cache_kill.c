@@ -20,7 +20,10 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "cache/admin.h"
+#include "cache/entry.h"
+#include "cache/file.h"
+#include "cache/housekeep.h"
+#include "cache/layout.h"
 #include "cache_testutil.h"
 #include "base/error.h"
 
@@ -115,7 +118,7 @@ START_TEST(test_kill_during_publish)
         kdt_cache_file *f;
         size_t n, j;
         pid_t pid;
-        int status;
+        int status, fd;
 
         pid = fork();
         ck_assert_int_ge(pid, 0);
@@ -132,7 +135,8 @@ START_TEST(test_kill_during_publish)
             mid_write++;
 
         /* Every visible entry is whole. */
-        ck_assert_int_eq(kdt_cache_scan(v1, &f, &n), 0);
+        fd = ct_open_user_dir();
+        ck_assert_int_eq(kdt_cache_scan(fd, &f, &n), 0);
         for (j = 0; j < n; j++) {
             void *buf;
             size_t size;
@@ -140,20 +144,19 @@ START_TEST(test_kill_during_publish)
             kdt_entry_view v;
             int k = -1;
 
-            ck_assert_int_eq(kdt_cache_read_file(f[j].path, 0, &buf, &size,
-                                                 why, sizeof why), 0);
+            ck_assert_int_eq(kdt_cache_read_entry(fd, f[j].name, 0, &buf,
+                                                  &size, why, sizeof why), 0);
             ck_assert_msg(kdt_entry_decode(buf, size, NULL, &v, why,
                                            sizeof why) == 0,
                           "round %d: %s: %s", round, f[j].name, why);
             for (i = 0; i < N_KEYS; i++) {
                 kdt_preimage p;
                 kdt_key key;
-                char *path;
+                char name[KDT_NAME_SIZE];
                 ct_preimage(&p, kernels[i], "sm_90", &key);
-                path = ct_entry_path(ct_user, &key);
-                if (strcmp(path, f[j].path) == 0 && kdt_key_equal(&key, &v.key))
+                kdt_layout_entry_name(&key, name);
+                if (strcmp(name, f[j].name) == 0 && kdt_key_equal(&key, &v.key))
                     k = i;
-                free(path);
                 kdt_preimage_free(&p);
             }
             ck_assert_msg(k >= 0, "round %d: %s is under the wrong name",
@@ -165,7 +168,8 @@ START_TEST(test_kill_during_publish)
             entries_checked++;
             free(buf);
         }
-        kdt_cache_scan_free(f, n);
+        free(f);
+        close(fd);
 
         /* The child's locks died with it. */
         setenv("KDTREE_CACHE_LOCK_TIMEOUT", "0", 1);
@@ -181,8 +185,14 @@ START_TEST(test_kill_during_publish)
             kdt_preimage_free(&p);
         }
     }
-    /* The writers are all dead: the sweep takes every temp file. */
-    kdt_cache_sweep_temps(v1, KDT_CACHE_TEMP_STALE_S);
+    /* The writers are all dead, so their temp files' locks are gone: the
+     * sweep takes every one. */
+    {
+        kdt_cache_tally t = {0};
+        int fd = ct_open_user_dir();
+        kdt_cache_sweep_temps(fd, v1, KDT_CACHE_TEMP_STALE_S, &t);
+        close(fd);
+    }
     ck_assert_int_eq(count_temps(v1), 0);
     printf("kill -9 during publish: %d rounds, %d killed mid-write, %d "
            "entries verified, 0 partial\n", ROUNDS, mid_write,

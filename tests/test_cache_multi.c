@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "cache/admin.h"
+#include "cache/config.h"
+#include "cache/entry.h"
 #include "cache_testutil.h"
 #include "base/error.h"
 

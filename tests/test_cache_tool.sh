@@ -1,46 +1,17 @@
 #!/bin/sh
 # test_cache_tool.sh: tools/kdtree-cache end to end on a private cache:
 # usage errors, populate (compile-only through kdtree_compile), list,
-# resources, explain (a hit, and misses that name the differing field),
-# verify and gc on a corrupted entry, eviction by gc --max-bytes, clear,
-# --all with a read-only layer, and the exit codes scripts rely on.
-# Skips (77) when NVRTC is unavailable (populate is how entries are made).
+# resources, explain (a hit, and misses that name the differing field), verify and gc
+# on a corrupted entry, eviction by gc --max-bytes, clear, --all with a
+# read-only layer, populate into a full disk (exit 3, with the reason),
+# and the exit codes scripts rely on.  Skips (77) when NVRTC is
+# unavailable (populate is how entries are made); what needs no NVRTC is
+# test_cache_tool_errors.sh.
 set -u
-tool=${top_builddir:-.}/tools/kdtree-cache
-if [ ! -x "$tool" ]; then
-    echo "test_cache_tool: $tool is not built" >&2
-    exit 99
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kdt-tool.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-mkdir -m 700 "$tmp/run"
-KDTREE_CACHE_DIR=$tmp/user
-KDTREE_CACHE_PREBUILT_DIR=
-XDG_RUNTIME_DIR=$tmp/run
-export KDTREE_CACHE_DIR KDTREE_CACHE_PREBUILT_DIR XDG_RUNTIME_DIR
-unset KDTREE_CACHE KDTREE_CACHE_PATH KDTREE_CACHE_MAX_BYTES
-
-fail() {
-    echo "FAIL: $*" >&2
-    echo "--- last output:" >&2
-    cat "$tmp/out" >&2
-    exit 1
-}
-# expect RC COMMAND...: runs it into $tmp/out and checks the exit code.
-expect() {
-    want=$1
-    shift
-    "$@" >"$tmp/out" 2>&1
-    rc=$?
-    [ "$rc" -eq "$want" ] || fail "$* exited $rc, wanted $want"
-}
-has() {
-    grep -q -- "$1" "$tmp/out" || fail "no '$1' in the output"
-}
+name=test_cache_tool
+. "${srcdir:-.}/tests/cache_tool_lib.sh"
 
 expect 2 "$tool"
-expect 2 "$tool" frobnicate
-expect 2 "$tool" list --bogus
 expect 0 "$tool" --help
 has "populate"
 
@@ -157,6 +128,27 @@ has "0 entries"
 # --dir overrides the directory; KDTREE_CACHE=off leaves none (exit 3).
 expect 0 "$tool" --dir "$tmp/elsewhere" populate --arch sm_90 tree_accept
 [ -n "$(ls "$tmp/elsewhere/v1/"*.kdt 2>/dev/null)" ] || fail "--dir ignored"
+
+# A full disk: populate compiles, cannot write, and says so (exit 3).
+# RLIMIT_FSIZE fails the write as a full disk does (EFBIG for ENOSPC);
+# where root may mount, a real full tmpfs too.
+expect 3 sh -c "trap '' XFSZ; ulimit -f 4; exec '$tool' --dir '$tmp/full' \
+    populate --arch sm_90 tree_accept"
+has "FAILED"
+has "File too large"
+hasnt "compiled in"
+if [ "$can_root" -eq 1 ]; then
+    mkdir -m 700 "$tmp/tiny"
+    unshare -m sh -c "mount -t tmpfs -o size=16k,mode=0700 tmpfs '$tmp/tiny' &&
+        '$tool' --dir '$tmp/tiny' populate --arch sm_90 tree_accept" \
+        >"$tmp/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 3 ] || fail "populate into a full tmpfs exited $rc"
+    has "No space left on device"
+else
+    echo "test_cache_tool: not root or no mount namespace: full tmpfs not tried"
+fi
+
 KDTREE_CACHE=off
 export KDTREE_CACHE
 expect 3 "$tool" list

@@ -1,6 +1,5 @@
 /*
- * cache/entry.c: the on-disk entry codec.  Pure functions: no I/O, no
- * globals, so the fuzz target can drive kdt_entry_decode() alone.
+ * cache/entry.c: the on-disk entry codec (see cache/entry.h).
  *
  * Layout (all integers little-endian, whatever the host):
  *
@@ -32,9 +31,8 @@
 
 #include <xxhash.h>
 
-#include "cache/cache.h"
-#include "cache/admin.h"
 #include "base/error.h"
+#include "cache/entry.h"
 
 static const char magic[8] = { 'K', 'D', 'T', 'C', 'A', 'C', 'H', 'E' };
 
@@ -153,23 +151,12 @@ reject(char *why, size_t why_size, const char *fmt, ...)
     return -1;
 }
 
-int
-kdt_entry_decode(const void *buf, size_t size, const kdt_key *expect,
-                 kdt_entry_view *out, char *why, size_t why_size)
+/* The header's own checks, shared by decode and peek. */
+static int
+check_head(const unsigned char *b, size_t size, char *why, size_t why_size)
 {
-    const unsigned char *b = buf;
     uint32_t format, head_size, kind;
-    uint64_t pre_len, pay_len;
-    const char *pre;
-    const unsigned char *pay;
-    size_t pos = 0;
-    const char *l, *v;
-    size_t ll, vl;
-    int r;
-    kdt_key k;
 
-    if (why && why_size)
-        why[0] = '\0';
     if (!b || size < KDT_ENTRY_HEADER_SIZE)
         return reject(why, why_size, "truncated header (%zu bytes)", size);
     if (memcmp(b, magic, 8) != 0)
@@ -188,10 +175,49 @@ kdt_entry_decode(const void *buf, size_t size, const kdt_key *expect,
         return reject(why, why_size, "bad payload kind %u", (unsigned)kind);
     if (get32(b + 36) != 0)
         return reject(why, why_size, "reserved header field set");
+    if (get64(b + 40) > KDT_ENTRY_MAX_PREIMAGE
+        || get64(b + 48) > KDT_ENTRY_MAX_PAYLOAD)
+        return reject(why, why_size, "sizes out of bounds");
+    return 0;
+}
+
+int
+kdt_entry_peek(const void *head, size_t size, int *kind, uint64_t *file_size,
+               char *why, size_t why_size)
+{
+    const unsigned char *b = head;
+
+    if (why && why_size)
+        why[0] = '\0';
+    if (check_head(b, size, why, why_size) != 0)
+        return -1;
+    *kind = (int)get32(b + 32);
+    *file_size = KDT_ENTRY_HEADER_SIZE + get64(b + 40) + get64(b + 48);
+    return 0;
+}
+
+int
+kdt_entry_decode(const void *buf, size_t size, const kdt_key *expect,
+                 kdt_entry_view *out, char *why, size_t why_size)
+{
+    const unsigned char *b = buf;
+    uint32_t kind;
+    uint64_t pre_len, pay_len;
+    const char *pre;
+    const unsigned char *pay;
+    size_t pos = 0;
+    const char *l, *v;
+    size_t ll, vl;
+    int r;
+    kdt_key k;
+
+    if (why && why_size)
+        why[0] = '\0';
+    if (check_head(b, size, why, why_size) != 0)
+        return -1;
+    kind = get32(b + 32);
     pre_len = get64(b + 40);
     pay_len = get64(b + 48);
-    if (pre_len > KDT_ENTRY_MAX_PREIMAGE || pay_len > KDT_ENTRY_MAX_PAYLOAD)
-        return reject(why, why_size, "sizes out of bounds");
     /* Both are bounded far below SIZE_MAX / 4, so the sum cannot wrap. */
     if (size - KDT_ENTRY_HEADER_SIZE != pre_len + pay_len)
         return reject(why, why_size,

@@ -110,6 +110,54 @@ kdt_preimage_add_str(kdt_preimage *p, const char *label, const char *value)
     return kdt_preimage_add(p, label, value, strlen(value));
 }
 
+/* The compiler's record: its label, and the value that marks an alias. */
+static const char nvrtc_label[] = "nvrtc";
+static const char alias_label[] = "alias";
+
+int
+kdt_preimage_end(kdt_preimage *p, const char *nvrtc_version)
+{
+    if (nvrtc_version)
+        return kdt_preimage_add_str(p, nvrtc_label, nvrtc_version);
+    return kdt_preimage_add_str(p, alias_label, nvrtc_label);
+}
+
+int
+kdt_alias_target(const char *preimage, size_t len, const void *version,
+                 size_t version_len, kdt_key *entry_key)
+{
+    size_t pos = 0, last = 0, ll = 0, vl = 0;
+    const char *l = NULL, *v = NULL;
+    kdt_preimage p;
+    int r;
+
+    for (;;) {
+        size_t at = pos;
+        r = kdt_preimage_next(preimage, len, &pos, &l, &ll, &v, &vl);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        last = at;
+    }
+    /* l, v: the last record. */
+    if (!l || ll != sizeof alias_label - 1
+        || memcmp(l, alias_label, ll) != 0 || vl != sizeof nvrtc_label - 1
+        || memcmp(v, nvrtc_label, vl) != 0)
+        return -1;
+    kdt_preimage_init(&p);
+    if (preimage_reserve(&p, last) != 0)
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                        "out of memory reading an alias");
+    memcpy(p.text, preimage, last);
+    p.len = last;
+    r = kdt_preimage_add(&p, nvrtc_label, version, version_len);
+    if (r == 0)
+        *entry_key = kdt_key_of(p.text, p.len);
+    kdt_preimage_free(&p);
+    return r;
+}
+
 kdt_key
 kdt_key_of(const void *text, size_t len)
 {

@@ -1,11 +1,6 @@
 /*
- * cache/lock.c: one compile per key across the processes of a node.
- *
- * The lock is flock() on <lockdir>/<32 hex>.lock.  The lock directory is
- * node-local (tmpfs: $XDG_RUNTIME_DIR or /dev/shm), never the cache
- * directory, which may be on NFS where flock is emulated or absent.  The
- * kernel drops a flock when its holder dies, so a crash never leaves a
- * stuck lock.
+ * cache/lock.c: one compile per key and cache directory across the
+ * processes of a node (see cache/lock.h).
  *
  * The holder unlinks the file before it unlocks, so lock files do not pile
  * up.  That opens the classic race (a waiter locks the unlinked inode while
@@ -14,7 +9,7 @@
  * over when it does not.
  *
  * Who releases: the thread that compiled hands the lock, with the entry,
- * to the process's publishing thread (cache/async.c), which releases it
+ * to the process's publishing thread (cache/worker.c), which releases it
  * once the entry is durable.  That is fine for flock: the lock belongs to
  * the open file description, not to a thread, so any thread of the
  * process may close it.
@@ -36,7 +31,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,55 +40,47 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/cache.h"
-#include "cache/admin.h"
 #include "base/error.h"
+#include "cache/config.h"
+#include "cache/file.h"
+#include "cache/lock.h"
+#include "cache/notice.h"
 
 struct kdt_cache_lock {
     int fd;
     char *path;
 };
 
-char *
-kdt_cache_lock_dir(void)
+/* The lock file's name: a hash of the directory and the key, so that one
+ * key under two directories is two locks. */
+static void
+lock_name(const char *dir, const kdt_key *key, char out[33])
 {
-    const char *x = getenv("XDG_RUNTIME_DIR");
-    struct stat st;
-    char buf[4096];
+    size_t len = strlen(dir);
+    char hex[33], *text;
+    kdt_key k;
 
-    if (x && x[0] == '/' && stat(x, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(buf, sizeof buf, "%s/kdtree-jit-locks", x);
-    else if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(buf, sizeof buf, "/dev/shm/kdtree-jit-%lu",
-                 (unsigned long)geteuid());
-    else
-        snprintf(buf, sizeof buf, "/tmp/kdtree-jit-locks-%lu",
-                 (unsigned long)geteuid());
-    return strdup(buf);
-}
-
-static double
-lock_timeout_s(void)
-{
-    const char *v = getenv("KDTREE_CACHE_LOCK_TIMEOUT");
-    char *end;
-    double t;
-
-    if (!v || !*v)
-        return 120.0;
-    t = strtod(v, &end);
-    if (*end != '\0' || !(t >= 0) || t > 1e7) {
-        kdt_log(KDT_LOG_WARN, "KDTREE_CACHE_LOCK_TIMEOUT=%s is not a number "
-                "of seconds; using 120", v);
-        return 120.0;
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    kdt_key_hex(key, hex);
+    text = malloc(len + 1 + 32);
+    if (!text) {
+        /* Without memory, by the key alone: two directories may wait on
+         * each other, nothing worse. */
+        memcpy(out, hex, 33);
+        return;
     }
-    return t;
+    memcpy(text, dir, len);
+    text[len] = '\n';
+    memcpy(text + len + 1, hex, 32);
+    k = kdt_key_of(text, len + 1 + 32);
+    free(text);
+    kdt_key_hex(&k, out);
 }
 
 kdt_cache_lock *
-kdt_cache_lock_acquire(const kdt_key *key)
+kdt_lock_acquire(const char *cache_dir, const kdt_key *key, double timeout_s)
 {
-    static atomic_int warned;
     char hex[33], why[160];
     char *dir, *path;
     struct stat st, fst;
@@ -116,14 +102,13 @@ kdt_cache_lock_acquire(const kdt_key *key)
     else if (kdt_cache_trusted(&st, 0, why, sizeof why) == 0)
         why[0] = '\0';
     if (why[0]) {
-        /* Once per process at warn: every miss would say the same. */
-        kdt_log(atomic_exchange(&warned, 1) ? KDT_LOG_INFO : KDT_LOG_WARN,
-                "cache: lock directory %s unusable (%s); compiling without "
-                "a lock", dir, why);
+        kdt_cache_notice(KDT_NOTICE_LOCK_DIR,
+                         "cache: lock directory %s unusable (%s); compiling "
+                         "without a lock", dir, why);
         free(dir);
         return NULL;
     }
-    kdt_key_hex(key, hex);
+    lock_name(cache_dir, key, hex);
     path = malloc(strlen(dir) + 48);
     if (!path) {
         free(dir);
@@ -132,12 +117,13 @@ kdt_cache_lock_acquire(const kdt_key *key)
     sprintf(path, "%s/%s.lock", dir, hex);
     free(dir);
     t0 = kdt_now_ms();
-    deadline = t0 + 1000.0 * lock_timeout_s();
+    deadline = t0 + 1000.0 * timeout_s;
     for (;;) {
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
-            kdt_log(KDT_LOG_WARN, "cache: cannot open lock %s: %s; "
-                    "compiling without a lock", path, strerror(errno));
+            kdt_cache_notice(KDT_NOTICE_LOCK_DIR, "cache: cannot open lock "
+                             "%s: %s; compiling without a lock", path,
+                             strerror(errno));
             free(path);
             return NULL;
         }
@@ -150,8 +136,9 @@ kdt_cache_lock_acquire(const kdt_key *key)
             continue;
         }
         if (errno != EWOULDBLOCK && errno != EINTR) {
-            kdt_log(KDT_LOG_WARN, "cache: cannot lock %s: %s; compiling "
-                    "without a lock", path, strerror(errno));
+            kdt_cache_notice(KDT_NOTICE_LOCK_DIR, "cache: cannot lock %s: "
+                             "%s; compiling without a lock", path,
+                             strerror(errno));
             close(fd);
             free(path);
             return NULL;

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "cache/cache.h"
+#include "cache/entry.h"
 #include "cuda/nvrtc.h"
 #include "jit/obtain.h"
 #include "jit/registry.h"
@@ -232,7 +233,7 @@ kdt_kernel_obtain(int id, const int64_t *vals, const char *target, int kind,
     if (st == KDTREE_OK) {
         /* The entry and its alias go into this process's memory now; their
          * disk publish, and the lock, go to the publishing thread, which
-         * releases the lock once the entry is durable (cache_async.c): the
+         * releases the lock once the entry is durable (cache/worker.c): the
          * caller does not wait for the fsync, and a process waiting on the
          * lock still finds the whole entry. */
         kdt_cache_item items[2] = {{&key, pre.text, pre.len, out}};

@@ -1,13 +1,13 @@
 /*
- * cache/async.c: the process's publishing thread.
+ * cache/worker.c: the process's publishing thread (see cache/worker.h).
  *
  * Why: on the H200 a cold kdtree_prepare took 1.12x the bare NVRTC compile
  * for two kernels; the 1-2 ms over was publishing (temp file, fsync,
  * rename, the alias entry, and the first publish's sweep and size scan).
  * None of that is needed for the caller to launch: the blob is already in
- * the memory layer.  So the miss path queues its publish job (cache.c
- * builds it: encoded copies of the entries, the settings, and the per-key
- * lock) and returns; one worker thread, started by the first job, runs the
+ * the memory layer.  So the miss path queues its publish job
+ * (cache/job.c: encoded copies of the entries, the settings, and the
+ * per-key lock) and returns; one worker thread, started by the first job, runs the
  * jobs in order and releases each job's lock after its entries are
  * durable, which is all another process waiting on that lock relies on.
  *
@@ -45,9 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/cache.h"
-#include "cache/admin.h"
 #include "base/error.h"
+#include "cache/job.h"
+#include "cache/worker.h"
 
 enum worker_state {
     WORKER_NONE = 0,    /* not started (or lost over fork) */
@@ -92,9 +92,9 @@ q_postfork_child(void)
     /* glibc makes malloc usable again before the child handlers run. */
     for (j = q_head; j; j = next) {
         next = j->next;
-        kdt_cache_job_discard(j);
+        kdt_job_discard(j);
     }
-    kdt_cache_job_discard(q_running);
+    kdt_job_discard(q_running);
     q_head = q_tail = q_running = NULL;
     q_len = 0;
     q_submitted = q_finished = 0;
@@ -134,14 +134,14 @@ worker_main(void *arg)
         q_running = job;
         pthread_mutex_unlock(&q_lock);
 
-        kdt_cache_job_publish(job);
+        kdt_job_run(job);
 
         pthread_mutex_lock(&q_lock);
         q_running = NULL;
         pthread_mutex_unlock(&q_lock);
         /* Now only this thread knows the job: releasing its lock cannot
          * race a fork's handler freeing it. */
-        kdt_cache_job_free(job);
+        kdt_job_free(job);
         pthread_mutex_lock(&q_lock);
         q_finished++;
         pthread_cond_broadcast(&q_done);
@@ -175,7 +175,7 @@ start_worker(void)
 }
 
 int
-kdt_cache_async_submit(kdt_publish_job *job)
+kdt_worker_submit(kdt_publish_job *job)
 {
     pthread_once(&q_once, q_init);
     /* Reads KDTREE_LOG now if nothing has yet, so the worker never does. */
@@ -200,7 +200,7 @@ kdt_cache_async_submit(kdt_publish_job *job)
 }
 
 void
-kdt_cache_flush(void)
+kdt_worker_flush(void)
 {
     uint64_t target;
 
@@ -216,7 +216,7 @@ kdt_cache_flush(void)
  * stop the worker (its code may be about to be unmapped).  A store after
  * this publishes in its caller. */
 __attribute__((destructor)) static void
-cache_async_fini(void)
+worker_fini(void)
 {
     int join = 0;
 

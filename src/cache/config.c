@@ -1,0 +1,228 @@
+/*
+ * cache/config.c: the cache's settings from the environment (see
+ * cache/config.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "cache/config.h"
+
+#ifndef KDT_PREBUILT_CACHE_DIR
+#define KDT_PREBUILT_CACHE_DIR ""
+#endif
+
+/* The first bad value of a variable warns; later ones are debug lines
+ * (every lookup would say the same). */
+static int
+warn_level(atomic_int *warned)
+{
+    return atomic_exchange(warned, 1) ? KDT_LOG_DEBUG : KDT_LOG_WARN;
+}
+
+int
+kdt_cache_mode(void)
+{
+    static atomic_int warned;
+    const char *v = getenv("KDTREE_CACHE");
+
+    if (!v || !*v || strcmp(v, "readwrite") == 0)
+        return KDT_CACHE_READWRITE;
+    if (strcmp(v, "off") == 0)
+        return KDT_CACHE_OFF;
+    if (strcmp(v, "readonly") == 0)
+        return KDT_CACHE_READONLY;
+    kdt_log(warn_level(&warned),
+            "KDTREE_CACHE=%s is not off, readonly or readwrite; using "
+            "readwrite", v);
+    return KDT_CACHE_READWRITE;
+}
+
+const char *
+kdt_cache_mode_name(int mode)
+{
+    switch (mode) {
+    case KDT_CACHE_OFF: return "off";
+    case KDT_CACHE_READONLY: return "readonly";
+    default: return "readwrite";
+    }
+}
+
+static char *
+join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    s[la] = '/';
+    memcpy(s + la + 1, b, lb + 1);
+    return s;
+}
+
+char *
+kdt_cache_user_dir(void)
+{
+    const char *v;
+
+    if (kdt_cache_mode() == KDT_CACHE_OFF)
+        return NULL;
+    v = getenv("KDTREE_CACHE_DIR");
+    if (v && *v)
+        return strdup(v);
+    /* The XDG spec says a relative XDG_CACHE_HOME is invalid: ignore it. */
+    v = getenv("XDG_CACHE_HOME");
+    if (v && v[0] == '/')
+        return join(v, "kdtree-jit");
+    v = getenv("HOME");
+    if (v && *v)
+        return join(v, ".cache/kdtree-jit");
+    return NULL;
+}
+
+void
+kdt_cache_free_dirs(char **dirs, size_t n)
+{
+    if (!dirs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(dirs[i]);
+    free(dirs);
+}
+
+static int
+push_dir(char ***dirs, size_t *n, const char *s, size_t len)
+{
+    char **d = realloc(*dirs, (*n + 1) * sizeof **dirs);
+
+    if (!d)
+        return -1;
+    *dirs = d;
+    d[*n] = strndup(s, len);
+    if (!d[*n])
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+char **
+kdt_cache_layer_dirs(size_t *n)
+{
+    char **dirs = NULL;
+    const char *path = getenv("KDTREE_CACHE_PATH");
+    const char *pre = getenv("KDTREE_CACHE_PREBUILT_DIR");
+
+    *n = 0;
+    while (path && *path) {
+        const char *c = strchr(path, ':');
+        size_t len = c ? (size_t)(c - path) : strlen(path);
+        if (len && push_dir(&dirs, n, path, len) != 0)
+            goto oom;
+        path = c ? c + 1 : NULL;
+    }
+    if (!pre)
+        pre = KDT_PREBUILT_CACHE_DIR;
+    if (*pre && push_dir(&dirs, n, pre, strlen(pre)) != 0)
+        goto oom;
+    return dirs;
+oom:
+    kdt_cache_free_dirs(dirs, *n);
+    *n = 0;
+    return NULL;
+}
+
+int
+kdt_cache_parse_size(const char *s, uint64_t *out)
+{
+    unsigned long long n;
+    char *end;
+    int shift = 0;
+
+    /* strtoull alone would take " -5" (a blank, then a negation) as
+     * 2^64 - 5. */
+    if (!s || s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    n = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    case 'T': case 't': shift = 40; break;
+    default: break;
+    }
+    if (shift)
+        end++;
+    if (*end != '\0' || (uint64_t)n > (UINT64_MAX >> shift))
+        return -1;
+    *out = (uint64_t)n << shift;
+    return 0;
+}
+
+uint64_t
+kdt_cache_max_bytes(void)
+{
+    static atomic_int warned;
+    const char *v = getenv("KDTREE_CACHE_MAX_BYTES");
+    uint64_t n;
+
+    if (!v || !*v)
+        return KDT_CACHE_DEFAULT_MAX_BYTES;
+    if (kdt_cache_parse_size(v, &n) == 0)
+        return n;
+    kdt_log(warn_level(&warned),
+            "KDTREE_CACHE_MAX_BYTES=%s is not a size (digits, then "
+            "optionally K, M, G or T); using %llu", v,
+            (unsigned long long)KDT_CACHE_DEFAULT_MAX_BYTES);
+    return KDT_CACHE_DEFAULT_MAX_BYTES;
+}
+
+double
+kdt_cache_lock_timeout(void)
+{
+    static atomic_int warned;
+    const char *v = getenv("KDTREE_CACHE_LOCK_TIMEOUT");
+    char *end;
+    double t;
+
+    if (!v || !*v)
+        return 120.0;
+    t = strtod(v, &end);
+    if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.') || *end != '\0' || !(t >= 0) || t > 1e7) {
+        kdt_log(warn_level(&warned),
+                "KDTREE_CACHE_LOCK_TIMEOUT=%s is not a number of seconds; "
+                "using 120", v);
+        return 120.0;
+    }
+    return t;
+}
+
+char *
+kdt_cache_lock_dir(void)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    char buf[64];
+
+    if (x && x[0] == '/' && stat(x, &st) == 0 && S_ISDIR(st.st_mode))
+        return join(x, "kdtree-jit-locks");
+    if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(buf, sizeof buf, "/dev/shm/kdtree-jit-%lu",
+                 (unsigned long)geteuid());
+    else
+        snprintf(buf, sizeof buf, "/tmp/kdtree-jit-locks-%lu",
+                 (unsigned long)geteuid());
+    return strdup(buf);
+}

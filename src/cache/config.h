@@ -1,0 +1,68 @@
+/*
+ * cache/config.h: the cache's settings, read from the environment each
+ * time they are asked for (the miss path only, so tests may change them
+ * between calls).  A value that does not parse warns, once per variable
+ * and process, and the default is used.
+ *
+ *   KDTREE_CACHE             off | readonly | readwrite (default)
+ *   KDTREE_CACHE_DIR         the user's cache directory; else
+ *                            $XDG_CACHE_HOME/kdtree-jit (absolute only),
+ *                            else $HOME/.cache/kdtree-jit
+ *   KDTREE_CACHE_PATH        read-only layers, colon-separated, searched
+ *                            first
+ *   KDTREE_CACHE_PREBUILT_DIR  the prebuilt layer, searched after them
+ *                            ("" for none; unset: the installed one)
+ *   KDTREE_CACHE_MAX_BYTES   the user directory's byte cap
+ *   KDTREE_CACHE_LOCK_TIMEOUT  seconds to wait for another compile
+ *
+ * Layer 1 of the cache (see cache/cache.h): includes only base/.
+ */
+#ifndef KDT_CACHE_CONFIG_H
+#define KDT_CACHE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum kdt_cache_mode {
+    KDT_CACHE_OFF = 0,
+    KDT_CACHE_READONLY = 1,
+    KDT_CACHE_READWRITE = 2
+};
+
+/* KDTREE_CACHE as it is now (an unknown value: readwrite, with a warning). */
+int kdt_cache_mode(void);
+/* The name of a mode ("readonly"). */
+const char *kdt_cache_mode_name(int mode);
+
+/* The user's cache directory as configured now, or NULL when KDTREE_CACHE
+ * is off or no directory can be named ($HOME unset).  Malloc'ed. */
+char *kdt_cache_user_dir(void);
+
+/* The read-only layers in search order ($KDTREE_CACHE_PATH, then the
+ * prebuilt layer: $KDTREE_CACHE_PREBUILT_DIR when set, "" meaning none,
+ * else the installed KDT_PREBUILT_CACHE_DIR).  Base directories, without
+ * the v<FORMAT> part; free with kdt_cache_free_dirs().  NULL with *n = 0
+ * when there are none (or no memory for them). */
+char **kdt_cache_layer_dirs(size_t *n);
+void kdt_cache_free_dirs(char **dirs, size_t n);
+
+/* Default byte cap of the user's directory. */
+#define KDT_CACHE_DEFAULT_MAX_BYTES ((uint64_t)1 << 30)
+
+/* Parses a byte count: decimal digits (nothing before them, not even a
+ * blank or a sign), then optionally one of K, M, G, T (powers of 1024).
+ * Returns 0 with *out set, or -1. */
+int kdt_cache_parse_size(const char *s, uint64_t *out);
+
+/* KDTREE_CACHE_MAX_BYTES (0: no cap), default KDT_CACHE_DEFAULT_MAX_BYTES. */
+uint64_t kdt_cache_max_bytes(void);
+
+/* KDTREE_CACHE_LOCK_TIMEOUT, seconds (default 120). */
+double kdt_cache_lock_timeout(void);
+
+/* The node-local directory for the per-key locks, malloc'ed:
+ * $XDG_RUNTIME_DIR/kdtree-jit-locks, else /dev/shm/kdtree-jit-<uid>, else
+ * /tmp/kdtree-jit-locks-<uid>. */
+char *kdt_cache_lock_dir(void);
+
+#endif /* KDT_CACHE_CONFIG_H */
