@@ -15,10 +15,27 @@
 #include "cache/cache.h"
 #include "cache/entry.h"
 #include "cuda/nvrtc.h"
+#include "jit/failures.h"
 #include "jit/obtain.h"
 #include "jit/registry.h"
 #include "jit/sources.h"
 #include "jit/target.h"
+
+/* The name NVRTC compiles a kernel's source under: "/kdtree-jit/" and the
+ * file's name in kernels_src/ (its headers get the same prefix through a
+ * #line: header_text()).  Absolute, because -lineinfo records a relative
+ * name joined to the process's working directory, which made the bytes of
+ * one key differ from directory to directory (and showed each user's path
+ * in a shared cache).  It names no real file: NVRTC takes the source and
+ * its headers from memory.  The bytes depend on it, so it is in the key
+ * (the source record's label). */
+#define SOURCE_ROOT "/kdtree-jit/"
+
+static void
+source_name(const kdt_kernel_def *d, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s", SOURCE_ROOT, d->source);
+}
 
 /* ---- the key ------------------------------------------------------------ */
 
@@ -39,7 +56,7 @@ build_options(int id, const int64_t *vals, const char *target, options *o)
     snprintf(o->arch, sizeof o->arch, "-arch=%s", target);
     o->argv[o->n++] = o->arch;
     /* Line info costs nothing at run time and lets compute-sanitizer and
-     * profilers point at kernel source lines. */
+     * profilers point at kernel source lines (named by source_name()). */
     o->argv[o->n++] = "-lineinfo";
     for (int i = 0; i < d->n_consts; i++) {
         snprintf(o->defs[i], sizeof o->defs[i], "-DKDT_%s=%" PRId64,
@@ -69,7 +86,9 @@ build_preimage(int id, const int64_t *vals, const char *target,
         return kdt_fail(KDTREE_ERROR_INTERNAL,
                         "%s: source %s is not embedded", d->name, d->source);
     }
-    kdt_preimage_add(pre, d->source, src, len);
+    char name[64];
+    source_name(d, name, sizeof name);
+    kdt_preimage_add(pre, name, src, len);
     for (int i = 0; d->headers && d->headers[i]; i++) {
         const char *h = kdt_source_text(d->headers[i], &len);
         if (!h) {
@@ -95,10 +114,7 @@ build_preimage(int id, const int64_t *vals, const char *target,
     }
     kdt_preimage_add_str(pre, "options", opts);
     kdt_preimage_add_str(pre, "target", target);
-    if (nvrtc)
-        kdt_preimage_add_str(pre, "nvrtc", nvrtc);
-    else
-        kdt_preimage_add_str(pre, "alias", "nvrtc");
+    kdt_preimage_end(pre, nvrtc);
     if (pre->failed) {
         kdt_preimage_free(pre);
         return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "building a cache key");
@@ -126,6 +142,30 @@ kdt_kernel_key(int id, const int64_t *vals, const char *target,
 
 /* ---- the miss path ------------------------------------------------------ */
 
+/* A header's text as NVRTC gets it: after a #line that names it under
+ * SOURCE_ROOT.  NVRTC matches an #include by the bare name, and line info
+ * would record a bare name joined to the working directory; the #line
+ * makes it absolute (and keeps the header's own line numbers).  Malloc'ed,
+ * or NULL. */
+static char *
+header_text(const char *name)
+{
+    size_t len;
+    const char *text = kdt_source_text(name, &len);
+    char head[96];
+    int n = snprintf(head, sizeof head, "#line 1 \"%s%s\"\n", SOURCE_ROOT,
+                     name);
+    char *out = text && n > 0 && (size_t)n < sizeof head
+                    ? malloc((size_t)n + len + 1) : NULL;
+
+    if (out) {
+        memcpy(out, head, (size_t)n);
+        memcpy(out + n, text, len);
+        out[(size_t)n + len] = '\0';
+    }
+    return out;
+}
+
 static int
 compile(const kdt_nvrtc *nv, int id, const int64_t *vals, const char *target,
         int kind, kdt_blob *out)
@@ -133,17 +173,31 @@ compile(const kdt_nvrtc *nv, int id, const int64_t *vals, const char *target,
     const kdt_kernel_def *d = kdt_kernel_def_get(id);
     const char *hsrc[16];
     const char *hname[16];
-    int nh = 0;
+    char *owned[16];
+    int nh = 0, st = KDTREE_OK;
     for (int i = 0; d->headers && d->headers[i] && nh < 16; i++) {
-        hsrc[nh] = kdt_source_text(d->headers[i], NULL);
+        owned[nh] = header_text(d->headers[i]);
+        if (!owned[nh]) {
+            st = kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,
+                          "%s: header %s for NVRTC", d->name, d->headers[i]);
+            break;
+        }
+        hsrc[nh] = owned[nh];
         hname[nh] = d->headers[i];
         nh++;
     }
-    options o;
-    build_options(id, vals, target, &o);
-    const char *src = kdt_source_text(d->source, NULL);
-    return kdt_nvrtc_compile(nv, src, d->source, nh, hsrc, hname, o.n, o.argv,
-                             kind, out);
+    if (st == KDTREE_OK) {
+        options o;
+        build_options(id, vals, target, &o);
+        const char *src = kdt_source_text(d->source, NULL);
+        char name[64];
+        source_name(d, name, sizeof name);
+        st = kdt_nvrtc_compile(nv, src, name, nh, hsrc, hname, o.n, o.argv,
+                               kind, out);
+    }
+    for (int i = 0; i < nh; i++)
+        free(owned[i]);
+    return st;
 }
 
 /* Without NVRTC the full key cannot be computed (it names the compiler's
@@ -194,6 +248,57 @@ obtain_without_compiler(int id, const int64_t *vals, const char *target,
                     d->name, shape, target, why);
 }
 
+/* A miss: one process of the node compiles, the others wait for its
+ * entry (kdt_cache_lock_acquire), then look again; a compile that failed
+ * here before fails again at once (jit/failures.h). */
+static int
+compile_and_store(const kdt_nvrtc *nv, int id, const int64_t *vals,
+                  const char *target, int kind, const kdt_key *key,
+                  const kdt_preimage *pre, kdt_blob *out, int *from)
+{
+    int st = kdt_failure_recall(key);
+    if (st)
+        return st;
+    kdt_cache_lock *lock = kdt_cache_lock_acquire(key);
+    if (lock) {
+        st = kdt_cache_lookup(key, pre->text, pre->len, out, from);
+        if (st != 0) {
+            kdt_cache_lock_release(lock);
+            return st < 0 ? st : KDTREE_OK;
+        }
+    }
+    st = compile(nv, id, vals, target, kind, out);
+    if (st != KDTREE_OK) {
+        kdt_failure_remember(key, st);
+        kdt_cache_lock_release(lock);
+        return st;
+    }
+    /* The entry and its alias go into this process's memory now; their
+     * disk publish, and the lock, go to the publishing thread, which
+     * releases the lock once the entry is durable (cache/worker.c): the
+     * caller does not wait for the fsync, and a process waiting on the
+     * lock still finds the whole entry. */
+    kdt_cache_item items[2] = {{key, pre->text, pre->len, out}};
+    int n = 1;
+    kdt_preimage alias_pre;
+    kdt_key alias;
+    kdt_blob vb;
+    int have_alias = build_preimage(id, vals, target, NULL, &alias_pre) == 0;
+    if (have_alias) {
+        const char *v = kdt_nvrtc_version(nv);
+        alias = kdt_key_of(alias_pre.text, alias_pre.len);
+        vb = (kdt_blob){(void *)v, strlen(v), KDT_PAYLOAD_ALIAS};
+        items[n++] = (kdt_cache_item){&alias, alias_pre.text, alias_pre.len,
+                                      &vb};
+    }
+    st = kdt_cache_store_async(items, n, lock); /* takes the lock over */
+    if (have_alias)
+        kdt_preimage_free(&alias_pre);
+    if (st != KDTREE_OK)
+        kdt_blob_free(out);
+    return st;
+}
+
 int
 kdt_kernel_obtain(int id, const int64_t *vals, const char *target, int kind,
                   kdt_blob *out, int *from)
@@ -206,59 +311,25 @@ kdt_kernel_obtain(int id, const int64_t *vals, const char *target, int kind,
         return st;
     const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
     if (!nv)
-        return obtain_without_compiler(id, vals, target, st, out, from);
-
-    kdt_preimage pre;
-    kdt_key key;
-    st = kdt_kernel_key(id, vals, target, kdt_nvrtc_version(nv), &pre, &key);
-    if (st)
-        return st;
-    st = kdt_cache_lookup(&key, pre.text, pre.len, out, from);
-    if (st != 0) {
-        kdt_preimage_free(&pre);
-        return st < 0 ? st : KDTREE_OK;
-    }
-    /* A miss: one process of the node compiles, the others wait for its
-     * entry (kdt_cache_lock_acquire), then look again. */
-    kdt_cache_lock *lock = kdt_cache_lock_acquire(&key);
-    if (lock) {
+        st = obtain_without_compiler(id, vals, target, st, out, from);
+    else {
+        kdt_preimage pre;
+        kdt_key key;
+        st = kdt_kernel_key(id, vals, target, kdt_nvrtc_version(nv), &pre,
+                            &key);
+        if (st)
+            return st;
         st = kdt_cache_lookup(&key, pre.text, pre.len, out, from);
-        if (st != 0) {
-            kdt_cache_lock_release(lock);
-            kdt_preimage_free(&pre);
-            return st < 0 ? st : KDTREE_OK;
-        }
+        if (st == 0)
+            st = compile_and_store(nv, id, vals, target, kind, &key, &pre,
+                                   out, from);
+        else if (st == 1)
+            st = KDTREE_OK;
+        kdt_preimage_free(&pre);
     }
-    st = compile(nv, id, vals, target, kind, out);
-    if (st == KDTREE_OK) {
-        /* The entry and its alias go into this process's memory now; their
-         * disk publish, and the lock, go to the publishing thread, which
-         * releases the lock once the entry is durable (cache/worker.c): the
-         * caller does not wait for the fsync, and a process waiting on the
-         * lock still finds the whole entry. */
-        kdt_cache_item items[2] = {{&key, pre.text, pre.len, out}};
-        int n = 1;
-        kdt_preimage alias_pre;
-        kdt_key alias;
-        kdt_blob vb;
-        int have_alias = build_preimage(id, vals, target, NULL,
-                                        &alias_pre) == 0;
-        if (have_alias) {
-            const char *v = kdt_nvrtc_version(nv);
-            alias = kdt_key_of(alias_pre.text, alias_pre.len);
-            vb = (kdt_blob){(void *)v, strlen(v), KDT_PAYLOAD_ALIAS};
-            items[n++] = (kdt_cache_item){&alias, alias_pre.text,
-                                          alias_pre.len, &vb};
-        }
-        st = kdt_cache_store_async(items, n, lock);
-        lock = NULL; /* taken over */
-        if (have_alias)
-            kdt_preimage_free(&alias_pre);
-        if (st != KDTREE_OK)
-            kdt_blob_free(out);
-    }
-    if (lock)
-        kdt_cache_lock_release(lock);
-    kdt_preimage_free(&pre);
+    /* What failed on the way (no NVRTC, say, before a cached entry served)
+     * is no failure of this call. */
+    if (st == KDTREE_OK)
+        kdt_clear_error();
     return st;
 }
