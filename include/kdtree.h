@@ -82,8 +82,9 @@ typedef enum kdtree_status {
     KDTREE_ERROR_NO_COMPILER = -8,
     /* NVRTC rejected a kernel; kdtree_last_error() holds its log. */
     KDTREE_ERROR_COMPILE = -9,
-    /* The architecture is unknown or NVRTC can target nothing that runs on
-     * it. */
+    /* The architecture is unknown, NVRTC can target nothing that runs on
+     * it, or the kernel needs a newer one (verify_attn: sm_80, draft_topk:
+     * sm_90; kdtree_last_error() names both). */
     KDTREE_ERROR_ARCH = -10,
     /* A CUDA driver call failed; kdtree_last_error() names the call and the
      * CUresult. */

@@ -139,7 +139,7 @@ START_TEST(test_failed_compile_remembered)
 
     /* No NVRTC takes sm_10: the compile itself fails. */
     st = obtain("tree_accept", "N_MAX=65,L=15", "sm_10", &out);
-    /* (kdtree_cache_stats(), a public call, clears the last error.) */
+    /* (kdtree_cache_stats_get(), a public call, clears the last error.) */
     snprintf(first, sizeof first, "%s", kdtree_last_error());
     ck_assert_int_eq(st, KDTREE_ERROR_COMPILE);
     ck_assert(first[0] != '\0');
