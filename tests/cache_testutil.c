@@ -406,7 +406,10 @@ ct_open_user_dir(void)
     char why[KDT_WHY_SIZE];
     int fd;
 
-    ck_assert_msg(kdt_cache_dir_open(ct_user, 0, &fd, why, sizeof why) == 0,
+    /* created if need be: a test may look before any writer made it (a
+     * publisher killed before its first mkdir) */
+    ck_assert_msg(kdt_cache_dir_open(ct_user, KDT_DIR_CREATE, &fd, why,
+                                     sizeof why) == 0,
                   "%s", why);
     return fd;
 }

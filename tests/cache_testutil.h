@@ -84,8 +84,8 @@ kdtree_cache_stats ct_stats(void);
 int ct_entry_state(const kdt_key *key, const kdt_blob *want);
 /* How many names of the user's entry directory look like entries. */
 size_t ct_count_entries(void);
-/* ct_user's entry directory opened (asserted), for the housekeeping
- * functions. */
+/* ct_user's entry directory opened, created if missing (asserted), for
+ * the housekeeping functions. */
 int ct_open_user_dir(void);
 
 /* A test case with the ct_setup/ct_teardown fixture and a timeout. */
