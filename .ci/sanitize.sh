@@ -84,17 +84,11 @@ cc_fuzz=${CC_FUZZ:-clang}
 if command -v "$cc_fuzz" >/dev/null 2>&1 &&
    echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }' |
    "$cc_fuzz" -x c -fsanitize=fuzzer - -o "$build/fuzz-probe" 2>/dev/null; then
-    cpp=$(make -s -f Makefile -f - print-cppflags <<'EOF'
-print-cppflags:
-	@echo $(CUDA_CPPFLAGS) $(XXHASH_CFLAGS)
-EOF
-)
-    cpp=$(echo "$cpp" | tail -n 1)
-    # shellcheck disable=SC2086
     "$cc_fuzz" -g -O1 -fsanitize=fuzzer,address,undefined \
-        -fno-sanitize-recover=undefined -DKDT_FUZZ_LIBFUZZER -DXXH_INLINE_ALL \
-        -I"$build" -I"$src/include" -I"$src/src" $cpp \
+        -fno-sanitize-recover=undefined -DKDT_FUZZ_LIBFUZZER \
+        -I"$build" -I"$src/include" -I"$src/src" \
         "$src/tests/fuzz_entry.c" "$src/src/cache/key.c" "$src/src/cache/entry.c" \
+        "$src/src/base/xxh3.c" \
         -o "$build/fuzz_entry"
     mkdir -p "$build/fuzz-corpus"
     cp "$src"/tests/fuzz_corpus/* "$build/fuzz-corpus/"

@@ -25,10 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "cache/entry.h"
 #include "base/error.h"
+#include "base/xxh3.h"
 
 #ifdef KDT_FUZZ_LIBFUZZER
 /* error.c's part, without the rest of the library. */
@@ -70,13 +69,11 @@ reseal(unsigned char *b, size_t size)
     pay = get64(b + 48);
     if (pre <= size - KDT_ENTRY_HEADER_SIZE
         && pay == size - KDT_ENTRY_HEADER_SIZE - pre) {
-        XXH3_state_t st;
-        XXH3_64bits_reset(&st);
-        XXH3_64bits_update(&st, b + KDT_ENTRY_HEADER_SIZE, (size_t)pre);
-        XXH3_64bits_update(&st, b + KDT_ENTRY_HEADER_SIZE + pre, (size_t)pay);
-        put64(b + 56, XXH3_64bits_digest(&st));
+        put64(b + 56, kdt_xxh3_64_pair(b + KDT_ENTRY_HEADER_SIZE, (size_t)pre,
+                                       b + KDT_ENTRY_HEADER_SIZE + pre,
+                                       (size_t)pay));
     }
-    put64(b + 64, XXH3_64bits(b, 64));
+    put64(b + 64, kdt_xxh3_64(b, 64));
 }
 
 static unsigned long accepted;

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
+#include "base/xxh3.h"
 #include "cache/cache.h"
 #include "cache/entry.h"
 #include "cache_testutil.h"
@@ -55,7 +54,7 @@ put_le32(unsigned char *p, uint32_t v)
 static void
 reseal(unsigned char *e)
 {
-    uint64_t h = XXH3_64bits(e, 64);
+    uint64_t h = kdt_xxh3_64(e, 64);
     int i;
 
     for (i = 0; i < 8; i++)

@@ -2,10 +2,9 @@
 # tools/gpu-prepare.sh [DIR]: on the build machine (after ./configure),
 # gathers what a bare GPU host lacks to build and test this project, for
 # tools/gpu-host.sh to use there (docs/gpu-host.md):
-#   DIR/debs, DIR/root  Check, libsubunit and the xxHash headers, as Debian
-#                       packages fetched with apt-get download and unpacked
-#                       with dpkg -x (configure needs all three; the library
-#                       uses xxHash header-only)
+#   DIR/debs, DIR/root  Check and libsubunit, as Debian packages fetched
+#                       with apt-get download and unpacked with dpkg -x
+#                       (configure needs both)
 #   DIR/wheels          cffi and pycparser wheels for CPython 3.12 (the
 #                       host's), when a package index is reachable
 #   DIR/env.sh          sourced (bash) on the host: points pkg-config, the
@@ -19,7 +18,7 @@ mkdir -p "$dir/debs" "$dir/root" "$dir/wheels"
 dir=$(cd "$dir" && pwd)
 
 # Debian packages: only the ones not downloaded yet.
-for pkg in check libsubunit-dev libsubunit0 libxxhash-dev; do
+for pkg in check libsubunit-dev libsubunit0; do
     if ! ls "$dir/debs/${pkg}_"*.deb >/dev/null 2>&1; then
         (cd "$dir/debs" && apt-get download "$pkg") ||
             { echo "gpu-prepare: apt-get download $pkg failed" >&2; exit 1; }

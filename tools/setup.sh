@@ -11,8 +11,6 @@ command -v autoreconf >/dev/null 2>&1 || need="$need autoconf automake"
 command -v libtoolize >/dev/null 2>&1 || need="$need libtool"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 pkg-config --exists check 2>/dev/null || need="$need check"
-pkg-config --exists libxxhash 2>/dev/null || [ -f /usr/include/xxhash.h ] ||
-    need="$need libxxhash-dev"
 if [ -n "$need" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing$need"

@@ -29,9 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "base/error.h"
+#include "base/xxh3.h"
 #include "cache/entry.h"
 
 static const char magic[8] = { 'K', 'D', 'T', 'C', 'A', 'C', 'H', 'E' };
@@ -75,14 +74,9 @@ get64(const unsigned char *p)
 static uint64_t
 body_sum(const void *pre, size_t pre_len, const void *pay, size_t pay_len)
 {
-    XXH3_state_t st;
-
-    /* A stack state and the streaming API: no allocation, so the decode
-     * path cannot fail for memory. */
-    XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, pre, pre_len);
-    XXH3_64bits_update(&st, pay, pay_len);
-    return XXH3_64bits_digest(&st);
+    /* Both pieces read in place: no allocation, so the decode path cannot
+     * fail for memory. */
+    return kdt_xxh3_64_pair(pre, pre_len, pay, pay_len);
 }
 
 static int
@@ -124,7 +118,7 @@ kdt_entry_encode(const kdt_key *key, const char *preimage,
     put64(b + 40, preimage_len);
     put64(b + 48, blob->size);
     put64(b + 56, body_sum(preimage, preimage_len, blob->data, blob->size));
-    put64(b + 64, XXH3_64bits(b, 64));
+    put64(b + 64, kdt_xxh3_64(b, 64));
     if (preimage_len)
         memcpy(b + KDT_ENTRY_HEADER_SIZE, preimage, preimage_len);
     if (blob->size)
@@ -168,7 +162,7 @@ check_head(const unsigned char *b, size_t size, char *why, size_t why_size)
     head_size = get32(b + 12);
     if (head_size != KDT_ENTRY_HEADER_SIZE)
         return reject(why, why_size, "bad header size %u", (unsigned)head_size);
-    if (get64(b + 64) != XXH3_64bits(b, 64))
+    if (get64(b + 64) != kdt_xxh3_64(b, 64))
         return reject(why, why_size, "header checksum mismatch");
     kind = get32(b + 32);
     if (!kind_valid(kind))

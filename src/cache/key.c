@@ -14,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "base/error.h"
+#include "base/xxh3.h"
 #include "cache/key.h"
 
 void
@@ -161,12 +160,15 @@ kdt_alias_target(const char *preimage, size_t len, const void *version,
 kdt_key
 kdt_key_of(const void *text, size_t len)
 {
-    XXH128_hash_t h = XXH3_128bits(text, len);
-    XXH128_canonical_t c;
+    kdt_xxh128 h = kdt_xxh3_128(text, len);
     kdt_key k;
+    int i;
 
-    XXH128_canonicalFromHash(&c, h);
-    memcpy(k.bytes, c.digest, sizeof k.bytes);
+    /* XXH128's canonical form: high64 then low64, each big-endian. */
+    for (i = 0; i < 8; i++) {
+        k.bytes[i] = (uint8_t)(h.high >> (56 - 8 * i));
+        k.bytes[8 + i] = (uint8_t)(h.low >> (56 - 8 * i));
+    }
     return k;
 }
 
