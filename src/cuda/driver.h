@@ -9,7 +9,7 @@
 #ifndef KDT_DRIVER_H
 #define KDT_DRIVER_H
 
-#include <cuda.h>
+#include "cuda/cuda_api.h"
 
 typedef struct kdt_driver {
     int version; /* cuDriverGetVersion: 13000 for CUDA 13.0 */

@@ -13,13 +13,13 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <link.h>
-#include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "cuda/cuda_api.h"
 #include "cuda/nvrtc.h"
 #include "base/stats.h"
 

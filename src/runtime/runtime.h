@@ -15,8 +15,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include <cuda.h>
-
 #include "cuda/driver.h"
 #include "jit/registry.h"
 
