@@ -165,6 +165,52 @@ void kdtree_cache_stats_reset(void);
 int32_t kdtree_compile(int32_t *out_cached, const char *arch,
                        const char *kernel, const char *shape);
 
+/* ---- NVRTC and the driver: which ones, from where ---------------------- */
+
+/* What kdtree_nvrtc_info() and kdtree_driver_info() report.  The strings
+ * are never NULL and live as long as the process. */
+typedef struct kdtree_library_info {
+    /* KDTREE_OK when loaded, else why not (KDTREE_ERROR_NO_COMPILER,
+     * KDTREE_ERROR_NO_DRIVER, KDTREE_ERROR_NO_DEVICE). */
+    int32_t status;
+    /* The CUDA version it implements, 1000 * major + 10 * minor (13000 for
+     * 13.0); 0 when nothing was loaded. */
+    int32_t version;
+    /* The file loaded ("" when none). */
+    const char *path;
+    /* How it was found: "KDTREE_NVRTC_LIBRARY", "pip wheel
+     * nvidia-cuda-nvrtc (CUDA 13)", "the system's loader", "CUDA toolkit
+     * directory", ... ("" when none). */
+    const char *source;
+    /* NVRTC: its version and build id ("13.0 build 1c2f..."); on failure,
+     * why (what was tried). */
+    const char *detail;
+} kdtree_library_info;
+
+/* Loads NVRTC if this process has not yet (no GPU needed) and describes
+ * it.  NVRTC is looked for, in order: $KDTREE_NVRTC_LIBRARY alone when set;
+ * NVIDIA's pip wheels (nvidia/cu13/lib/libnvrtc.so.13 of
+ * nvidia-cuda-nvrtc, nvidia/cuda_nvrtc/lib/libnvrtc.so.12 of
+ * nvidia-cuda-nvrtc-cu12) in the directories given to
+ * kdtree_set_site_packages(), the one above libkdtree's own, and the
+ * usual Python package directories; the system's (the loader's path and
+ * ldconfig's cache, /usr/local/cuda(-X.Y)/lib64 and
+ * /usr/local/cuda(-X.Y)/targets/<arch>/lib).  Where the driver is already
+ * loaded, an NVRTC newer than the CUDA major it supports is passed over
+ * for an older one.  Returns the load status, also in out->status. */
+int32_t kdtree_nvrtc_info(kdtree_library_info *out);
+/* Loads and initialises the CUDA driver ($KDTREE_CUDA_LIBRARY, else
+ * libcuda.so.1) if this process has not yet, and describes it. */
+int32_t kdtree_driver_info(kdtree_library_info *out);
+/* sizeof(kdtree_library_info), for bindings that allocate it. */
+int32_t kdtree_library_info_size(void);
+/* Directories holding Python packages (site-packages), ':'-separated, to
+ * search first for NVIDIA's NVRTC wheels; the Python package passes its
+ * interpreter's.  Takes effect only before NVRTC is first loaded:
+ * afterwards it returns KDTREE_ERROR_INVALID_ARGUMENT and changes
+ * nothing. */
+int32_t kdtree_set_site_packages(const char *dirs);
+
 /* ---- runtime ---------------------------------------------------------- */
 
 /* A runtime for CUDA device `device` (an ordinal as CUDA counts them).

@@ -8,19 +8,27 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/dl.h"
 #include "cuda/driver.h"
 #include "base/error.h"
 
 static kdt_driver drv;
 static int load_status = KDTREE_ERROR_INTERNAL;
-static char load_error[512];
+static char load_error[768];
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const char *library_override;
+/* What was loaded, for kdt_driver_describe() and the log. */
+static char loaded_path[1024];
+static const char *loaded_source = "";
+/* drv.version once the driver is initialised, 0 before: read without the
+ * once-lock by kdt_driver_loaded_version(). */
+static atomic_int published_version;
 
 void
 kdt_driver_set_library(const char *name)
@@ -76,10 +84,16 @@ static void
 load(void)
 {
     const char *name = library_override;
-    if (!name)
+    loaded_source = library_override ? "test override" : "";
+    if (!name) {
         name = getenv("KDTREE_CUDA_LIBRARY");
-    if (!name || !*name)
+        if (name && *name)
+            loaded_source = "KDTREE_CUDA_LIBRARY";
+    }
+    if (!name || !*name) {
         name = "libcuda.so.1";
+        loaded_source = "the system's loader";
+    }
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
@@ -92,14 +106,23 @@ load(void)
     for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
         *symbols[i].slot = dlsym(h, symbols[i].name);
         if (!*symbols[i].slot) {
-            snprintf(load_error, sizeof load_error,
-                     "the CUDA driver %s lacks %s (too old a driver?)", name,
-                     symbols[i].name);
+            /* No cuInit at all: some other library, not an old driver. */
+            if (i == 0)
+                snprintf(load_error, sizeof load_error,
+                         "%s is not the CUDA driver (it has no cuInit); "
+                         "KDTREE_CUDA_LIBRARY names the driver's "
+                         "libcuda.so.1",
+                         name);
+            else
+                snprintf(load_error, sizeof load_error,
+                         "the CUDA driver %s lacks %s (too old a driver?)",
+                         name, symbols[i].name);
             load_status = KDTREE_ERROR_NO_DRIVER;
             dlclose(h);
             return;
         }
     }
+    kdt_dl_path(h, name, loaded_path, sizeof loaded_path);
     /* Optional: see kdt_driver.launch_kernel_ex. */
     *(void **)&drv.launch_kernel_ex = dlsym(h, "cuLaunchKernelEx");
     /* cuEventElapsedTime_v2 replaces the plain one from CUDA 12.8 on;
@@ -108,6 +131,9 @@ load(void)
     if (v2)
         *(void **)&drv.event_elapsed_time = v2;
 
+    /* Before cuInit, which may fail: the version says which driver this is
+     * either way. */
+    drv.driver_get_version(&drv.version);
     CUresult r = drv.init(0);
     if (r != CUDA_SUCCESS) {
         const char *rn = NULL;
@@ -121,10 +147,32 @@ load(void)
                                                  : KDTREE_ERROR_NO_DRIVER;
         return;
     }
-    drv.driver_get_version(&drv.version);
-    kdt_log(KDT_LOG_INFO, "CUDA driver %d.%d loaded from %s",
-            drv.version / 1000, drv.version % 1000 / 10, name);
+    kdt_log(KDT_LOG_INFO, "CUDA driver %d.%d loaded from %s (%s)",
+            drv.version / 1000, drv.version % 1000 / 10, loaded_path,
+            loaded_source);
     load_status = KDTREE_OK;
+    atomic_store(&published_version, drv.version);
+}
+
+int
+kdt_driver_loaded_version(void)
+{
+    return atomic_load(&published_version);
+}
+
+int
+kdt_driver_describe(kdtree_library_info *out)
+{
+    int st;
+    const kdt_driver *d = kdt_driver_get(&st);
+    memset(out, 0, sizeof *out);
+    out->status = st;
+    /* A driver that loaded but whose cuInit failed is still named. */
+    out->version = loaded_path[0] ? drv.version : 0;
+    out->path = loaded_path;
+    out->source = loaded_path[0] ? loaded_source : "";
+    out->detail = d ? "" : load_error;
+    return st;
 }
 
 const kdt_driver *

@@ -10,6 +10,7 @@
 #define KDT_DRIVER_H
 
 #include "cuda/cuda_api.h"
+#include "kdtree.h"
 
 typedef struct kdt_driver {
     int version; /* cuDriverGetVersion: 13000 for CUDA 13.0 */
@@ -71,5 +72,14 @@ int kdt_cuda_fail(const kdt_driver *d, CUresult r, const char *call);
 /* Test hook: the library name to dlopen instead of libcuda.so.1 (NULL
  * restores it).  Only before the first kdt_driver_get(). */
 void kdt_driver_set_library(const char *name);
+
+/* The driver's CUDA version (13000 for 13.0) when this process has loaded
+ * and initialised it, else 0; never loads it. */
+int kdt_driver_loaded_version(void);
+
+/* Loads the driver (as kdt_driver_get) and describes it: which file, found
+ * how, which version, or why it could not be loaded.  Returns the load
+ * status.  The strings live as long as the process. */
+int kdt_driver_describe(kdtree_library_info *out);
 
 #endif /* KDT_DRIVER_H */

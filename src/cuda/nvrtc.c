@@ -1,17 +1,18 @@
 /*
  * cuda/nvrtc.c: the NVRTC compiler, dlopen'ed on the first cache miss.
  *
- * Search order: $KDTREE_NVRTC_LIBRARY alone when set (a path or a soname;
- * a name that does not load makes the compiler unavailable, which is how
- * tests prove that a warm cache serves without it); else libnvrtc.so.13,
- * .12 and libnvrtc.so on the loader's path; else the same names in the
- * toolkit's lib64 directory found at configure time.
+ * $KDTREE_NVRTC_LIBRARY alone when set (a path or a soname; a name that
+ * does not load makes the compiler unavailable, which is how tests prove
+ * that a warm cache serves without it); else the first of the places
+ * cuda/nvrtc_find.c lists (NVIDIA's pip wheels, then the system's) that
+ * loads and is NVRTC.
  */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,7 +21,10 @@
 
 #include "base/error.h"
 #include "cuda/cuda_api.h"
+#include "cuda/dl.h"
+#include "cuda/driver.h"
 #include "cuda/nvrtc.h"
+#include "cuda/nvrtc_find.h"
 #include "base/stats.h"
 
 struct kdt_nvrtc {
@@ -41,6 +45,7 @@ struct kdt_nvrtc {
     const char *(*get_error_string)(nvrtcResult);
     int archs[64];
     int n_archs;
+    int cuda_version; /* 1000 * major + 10 * minor */
     char version_text[96];
 };
 
@@ -49,6 +54,13 @@ static int load_status = KDTREE_ERROR_INTERNAL;
 static char load_error[1024];
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const char *library_override;
+/* What was loaded, for kdt_nvrtc_describe() and the log. */
+static char loaded_path[1024];
+static const char *loaded_source = "";
+/* kdtree_set_site_packages()'s directories; fixed once the load starts. */
+static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
+static char site_dirs[8192];
+static int load_started;
 
 void
 kdt_nvrtc_set_library(const char *name)
@@ -125,43 +137,143 @@ find_build_id(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
+/* Binds the symbols of a loaded library; KDTREE_OK or
+ * KDTREE_ERROR_NO_COMPILER with load_error saying why. */
+static int
+bind_symbols(void *h, const char *name)
+{
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        *symbols[i].slot = dlsym(h, symbols[i].name);
+        if (!*symbols[i].slot) {
+            /* nvrtcVersion is as old as NVRTC: without it this is some
+             * other library, not an old NVRTC. */
+            if (i == 0)
+                snprintf(load_error, sizeof load_error,
+                         "%s is not NVRTC (it has no nvrtcVersion)", name);
+            else
+                snprintf(load_error, sizeof load_error,
+                         "NVRTC %s lacks %s (older than CUDA 11.2?)", name,
+                         symbols[i].name);
+            return KDTREE_ERROR_NO_COMPILER;
+        }
+    }
+    return KDTREE_OK;
+}
+
+/* Opens and binds one candidate; on success records where it came from. */
+static void *
+try_open(const char *path, const char *source)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(load_error, sizeof load_error, "%s", e ? e : path);
+        return NULL;
+    }
+    if (bind_symbols(h, path) != KDTREE_OK) {
+        dlclose(h);
+        return NULL;
+    }
+    kdt_dl_path(h, path, loaded_path, sizeof loaded_path);
+    loaded_source = source;
+    return h;
+}
+
+/* The directory libkdtree was loaded from ("" if unknown). */
+static void
+own_dir(char *out, size_t size)
+{
+    Dl_info info;
+    out[0] = '\0';
+    if (dladdr((const void *)kdt_nvrtc_get, &info) && info.dli_fname &&
+        strchr(info.dli_fname, '/')) {
+        snprintf(out, size, "%s", info.dli_fname);
+        *strrchr(out, '/') = '\0';
+    }
+}
+
 static void *
 open_library(void)
 {
+    pthread_mutex_lock(&site_lock);
+    load_started = 1;
+    pthread_mutex_unlock(&site_lock);
     const char *only = library_override;
     if (!only)
         only = getenv("KDTREE_NVRTC_LIBRARY");
     if (only) {
-        void *h = *only ? dlopen(only, RTLD_NOW | RTLD_LOCAL) : NULL;
-        if (!h) {
-            const char *e = *only ? dlerror() : "disabled";
+        if (!*only) {
             snprintf(load_error, sizeof load_error,
-                     "NVRTC could not be loaded from %s: %s",
-                     *only ? only : "(empty name)", e ? e : "unknown error");
+                     "NVRTC is disabled (KDTREE_NVRTC_LIBRARY is empty)");
+            return NULL;
+        }
+        void *h = try_open(only, library_override ? "test override"
+                                                  : "KDTREE_NVRTC_LIBRARY");
+        if (!h) {
+            char why[sizeof load_error];
+            snprintf(why, sizeof why, "%s", load_error);
+            snprintf(load_error, sizeof load_error,
+                     "NVRTC could not be loaded (KDTREE_NVRTC_LIBRARY=%.400s): "
+                     "%.500s",
+                     only, why);
         }
         return h;
     }
-    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12",
-                                        "libnvrtc.so"};
-    for (int dir = 0; dir < 2; dir++) {
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            char path[512];
-            if (dir == 0)
-                snprintf(path, sizeof path, "%s", names[i]);
-            else
-                snprintf(path, sizeof path, "%s/%s", KDT_CUDA_LIBDIR,
-                         names[i]);
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h)
-                return h;
-        }
+
+    char self[PATH_MAX];
+    own_dir(self, sizeof self);
+    pthread_mutex_lock(&site_lock);
+    kdt_nvrtc_places places = {site_dirs[0] ? site_dirs : NULL,
+                               self[0] ? self : NULL, "",
+#ifdef KDT_CUDA_LIBDIR
+                               KDT_CUDA_LIBDIR
+#else
+                               NULL
+#endif
+    };
+    kdt_nvrtc_search s;
+    int listed = kdt_nvrtc_find(&s, &places);
+    pthread_mutex_unlock(&site_lock);
+    if (listed != 0)
+        kdt_log(KDT_LOG_WARN,
+                "out of memory listing NVRTC's locations; trying the first "
+                "%d",
+                s.n);
+
+    /* Where the driver is loaded already (a runtime exists), an NVRTC of a
+     * newer CUDA major writes cubins it cannot load: try those last. */
+    int driver_major = kdt_driver_loaded_version() / 1000;
+    kdt_nvrtc_prefer_major(&s, driver_major);
+    void *h = NULL;
+    load_error[0] = '\0';
+    for (int i = 0; i < s.n && !h; i++) {
+        const kdt_nvrtc_candidate *c = &s.items[i];
+        h = try_open(c->path, c->source);
+        if (h && driver_major && c->major > driver_major)
+            kdt_log(KDT_LOG_WARN,
+                    "NVRTC %s is for CUDA %d, newer than the driver's %d, "
+                    "and nothing older was found: its cubins may not load",
+                    c->path, c->major, driver_major);
     }
-    snprintf(load_error, sizeof load_error,
-             "NVRTC could not be loaded (tried libnvrtc.so.13, .12 and "
-             "libnvrtc.so on the loader path and in %s; set "
-             "KDTREE_NVRTC_LIBRARY to its path)",
-             KDT_CUDA_LIBDIR);
-    return NULL;
+    if (!h) {
+        /* Only the last failure of a file that exists is worth showing:
+         * the loader's "no such file" for each soname is noise. */
+        char last[512] = "";
+        if (load_error[0] && !strstr(load_error, "No such file"))
+            snprintf(last, sizeof last, "; last failure: %s", load_error);
+        snprintf(load_error, sizeof load_error,
+                 "NVRTC could not be loaded: no NVIDIA wheel "
+                 "(nvidia/cu13/lib/libnvrtc.so.13, "
+                 "nvidia/cuda_nvrtc/lib/libnvrtc.so.12) in %d Python "
+                 "package directories, no libnvrtc.so.13, .12 or libnvrtc.so "
+                 "on the loader's path or in a CUDA toolkit under "
+                 "/usr/local%s.  Install one (pip install nvidia-cuda-nvrtc, "
+                 "or kdtree-jit[nvrtc]) or set KDTREE_NVRTC_LIBRARY to its "
+                 "path",
+                 s.n_package_dirs, last);
+    }
+    kdt_nvrtc_search_free(&s);
+    return h;
 }
 
 static void
@@ -171,17 +283,6 @@ load(void)
     if (!h) {
         load_status = KDTREE_ERROR_NO_COMPILER;
         return;
-    }
-    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-        *symbols[i].slot = dlsym(h, symbols[i].name);
-        if (!*symbols[i].slot) {
-            snprintf(load_error, sizeof load_error,
-                     "NVRTC lacks %s (older than CUDA 11.2?)",
-                     symbols[i].name);
-            load_status = KDTREE_ERROR_NO_COMPILER;
-            dlclose(h);
-            return;
-        }
     }
     int major = 0, minor = 0, n = 0;
     nv.version(&major, &minor);
@@ -199,9 +300,47 @@ load(void)
     dl_iterate_phdr(find_build_id, &s);
     snprintf(nv.version_text, sizeof nv.version_text, "%d.%d build %s",
              major, minor, s.hex[0] ? s.hex : "unknown");
-    kdt_log(KDT_LOG_INFO, "NVRTC %s loaded (%d architectures, sm_%d..sm_%d)",
-            nv.version_text, n, nv.archs[0], nv.archs[n - 1]);
+    nv.cuda_version = 1000 * major + 10 * minor;
+    kdt_log(KDT_LOG_INFO,
+            "NVRTC %s loaded from %s (%s; %d architectures, sm_%d..sm_%d)",
+            nv.version_text, loaded_path, loaded_source, n, nv.archs[0],
+            nv.archs[n - 1]);
     load_status = KDTREE_OK;
+}
+
+int
+kdt_nvrtc_set_site_packages(const char *dirs)
+{
+    int st = KDTREE_OK;
+    pthread_mutex_lock(&site_lock);
+    if (load_started)
+        st = kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                      "kdtree_set_site_packages: NVRTC was already looked "
+                      "for (found: %s); call it before the first compile",
+                      loaded_path[0] ? loaded_path : "none");
+    else if (strlen(dirs) >= sizeof site_dirs)
+        st = kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                      "kdtree_set_site_packages: %zu bytes of directories, "
+                      "at most %zu",
+                      strlen(dirs), sizeof site_dirs - 1);
+    else
+        snprintf(site_dirs, sizeof site_dirs, "%s", dirs);
+    pthread_mutex_unlock(&site_lock);
+    return st;
+}
+
+int
+kdt_nvrtc_describe(kdtree_library_info *out)
+{
+    int st;
+    const kdt_nvrtc *n = kdt_nvrtc_get(&st);
+    memset(out, 0, sizeof *out);
+    out->status = st;
+    out->version = n ? n->cuda_version : 0;
+    out->path = n ? loaded_path : "";
+    out->source = n ? loaded_source : "";
+    out->detail = n ? n->version_text : load_error;
+    return st;
 }
 
 const kdt_nvrtc *

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "base/blob.h"
+#include "kdtree.h"
 
 typedef struct kdt_nvrtc kdt_nvrtc;
 
@@ -60,6 +61,16 @@ int kdt_nvrtc_compile(const kdt_nvrtc *n, const char *src, const char *name,
                       int n_headers, const char *const *header_src,
                       const char *const *header_names, int n_opts,
                       const char *const *opts, int kind, kdt_blob *out);
+
+/* kdtree_set_site_packages(): Python package directories to search first
+ * for NVIDIA's wheels.  KDTREE_ERROR_INVALID_ARGUMENT once the search has
+ * run. */
+int kdt_nvrtc_set_site_packages(const char *dirs);
+
+/* Loads NVRTC (as kdt_nvrtc_get) and describes it: which file, found how,
+ * which version, or why none could be loaded.  Returns the load status.
+ * The strings live as long as the process. */
+int kdt_nvrtc_describe(kdtree_library_info *out);
 
 /* Test hook: the library name to dlopen instead of the default search
  * (NULL restores it; "" makes the compiler unavailable).  Only before the
