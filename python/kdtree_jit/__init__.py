@@ -20,12 +20,13 @@ before anything reaches the library.
 """
 
 import collections
+import os
 
 from . import _arrays
 from ._lib import EXPECTED_ABI, AbiMismatch, LibraryNotFound, load
 
 __all__ = ["Runtime", "Bound", "KdtreeError", "LibraryNotFound", "AbiMismatch",
-           "compile", "cache_stats", "cache_stats_reset", "kernels",
+           "compile", "cache_stats", "cache_stats_reset", "info", "kernels",
            "kernel_constants", "default_shape", "max_qlen", "status_name",
            "abi_version", "version", "TopK", "Tree", "Attn", "Accept",
            "EXPECTED_ABI"]
@@ -71,19 +72,29 @@ def _fail(st, function):
     return KdtreeError(st, name, detail, function)
 
 
-def _shape_string(shape, constants, where):
+def _c_str(fn, name, value):
+    """`value` as the bytes of a C string: a str without NUL (C would stop
+    reading at the first one and take the rest for garbage)."""
+    if not isinstance(value, str):
+        raise TypeError("%s: %s must be a str, got %s"
+                        % (fn, name, type(value).__name__))
+    if "\x00" in value:
+        raise ValueError("%s: %s must not contain a NUL character, got %r"
+                         % (fn, name, value))
+    return value.encode()
+
+
+def _shape_string(kernel, shape, constants, where):
+    """The shape as C bytes: a string ("N_MAX=65,L=15"), keywords, or
+    neither for the kernel's default shape."""
     if shape is not None and constants:
         raise TypeError("%s: give the shape as a string or as keywords, not "
                         "both" % where)
     if shape is None:
         if not constants:
-            raise TypeError("%s: no shape (a string such as 'N_MAX=65,L=15' "
-                            "or keywords N_MAX=65, L=15)" % where)
+            return _c_str(where, "shape", default_shape(kernel))
         shape = ",".join("%s=%s" % kv for kv in constants.items())
-    if not isinstance(shape, str):
-        raise TypeError("%s: shape must be a str, got %s"
-                        % (where, type(shape).__name__))
-    return shape
+    return _c_str(where, "shape", shape)
 
 
 # ---- the library ---------------------------------------------------------
@@ -108,11 +119,10 @@ def kernels():
             for i in range(b.lib.kdtree_kernel_count())]
 
 
-def _kernel_text(fn, kernel):
-    if not isinstance(kernel, str):
-        raise TypeError("kernel must be a str, got %s" % type(kernel).__name__)
+def _kernel_text(fn, kernel, where):
+    name = _c_str(where, "kernel", kernel)
     b = _binding()
-    p = fn(b.lib)(kernel.encode())
+    p = fn(b.lib)(name)
     if p == b.ffi.NULL:
         raise ValueError("no kernel named %r; there are %s"
                          % (kernel, ", ".join(kernels())))
@@ -121,24 +131,27 @@ def _kernel_text(fn, kernel):
 
 def kernel_constants(kernel):
     """The kernel's constants and their ranges ("N_MAX=1..1025, L=...")."""
-    return _kernel_text(lambda lib: lib.kdtree_kernel_constants, kernel)
+    return _kernel_text(lambda lib: lib.kdtree_kernel_constants, kernel,
+                        "kernel_constants")
 
 
 def default_shape(kernel):
-    return _kernel_text(lambda lib: lib.kdtree_kernel_default_shape, kernel)
+    return _kernel_text(lambda lib: lib.kdtree_kernel_default_shape, kernel,
+                        "default_shape")
 
 
 def compile(kernel, arch, shape=None, **constants):
     """Compiles `kernel` for `arch` ("sm_90a", "sm_120", "compute_90") with
-    the given shape into the cache, without a GPU.  Returns True when the
+    the given shape (a string, keywords, or neither for the kernel's
+    default shape) into the cache, without a GPU.  Returns True when the
     entry was already cached."""
-    shape = _shape_string(shape, constants, "compile")
-    if not isinstance(kernel, str) or not isinstance(arch, str):
-        raise TypeError("compile: kernel and arch must be str")
+    name = _c_str("compile", "kernel", kernel)
+    arch = _c_str("compile", "arch", arch)
+    shape = _shape_string(kernel, shape, constants, "compile")
+    kernel = name
     b = _binding()
     cached = b.ffi.new("int32_t *")
-    st = b.lib.kdtree_compile(cached, arch.encode(), kernel.encode(),
-                              shape.encode())
+    st = b.lib.kdtree_compile(cached, arch, kernel, shape)
     if st:
         raise _fail(st, "kdtree_compile")
     return bool(cached[0])
@@ -163,9 +176,39 @@ def cache_stats_reset():
     _binding().lib.kdtree_cache_stats_reset()
 
 
+def _library_info(b, fn):
+    i = b.ffi.new("kdtree_library_info *")
+    fn(i)
+    v = int(i.version)
+    return {"loaded": i.status == 0,
+            "status": _text(b.ffi, b.lib.kdtree_status_name(i.status)),
+            "version": "%d.%d" % (v // 1000, v % 1000 // 10) if v else None,
+            "path": _text(b.ffi, i.path) or None,
+            "found_by": _text(b.ffi, i.source) or None,
+            "detail": _text(b.ffi, i.detail)}
+
+
+def info(driver=True):
+    """What this process runs: the package and library versions, which
+    libkdtree and header were loaded, and which NVRTC and CUDA driver the
+    library uses -- each with "path", "found_by", "version", or why it
+    could not be loaded ("status", "detail").  Loads NVRTC (no GPU
+    needed) and, unless driver=False, loads and initialises the driver."""
+    b = _binding()
+    out = {"version": _text(b.ffi, b.lib.kdtree_version_string()),
+           "abi": int(b.lib.kdtree_abi_version()),
+           "library": os.path.abspath(b.library_path)
+           if os.sep in b.library_path else b.library_path,
+           "header": b.header_path,
+           "nvrtc": _library_info(b, b.lib.kdtree_nvrtc_info)}
+    if driver:
+        out["driver"] = _library_info(b, b.lib.kdtree_driver_info)
+    return out
+
+
 def __getattr__(name):
     # `kdtree_jit.version` loads the library only when asked for.
-    if name == "version":
+    if name in ("version", "__version__"):
         b = _binding()
         return _text(b.ffi, b.lib.kdtree_version_string())
     raise AttributeError("module 'kdtree_jit' has no attribute %r" % name)
@@ -313,12 +356,10 @@ class Runtime(object):
     def prepare(self, kernel, shape=None, **constants):
         """Compiles (or fetches from the cache) and loads `kernel` for a
         shape, so that launches of it are hot: call it before capturing a
-        CUDA graph."""
-        shape = _shape_string(shape, constants, "prepare")
-        if not isinstance(kernel, str):
-            raise TypeError("prepare: kernel must be a str")
-        st = self._lib.kdtree_prepare(self._handle("prepare"),
-                                      kernel.encode(), shape.encode())
+        CUDA graph.  The shape as for compile()."""
+        name = _c_str("prepare", "kernel", kernel)
+        shape = _shape_string(kernel, shape, constants, "prepare")
+        st = self._lib.kdtree_prepare(self._handle("prepare"), name, shape)
         if st:
             raise _fail(st, "kdtree_prepare")
 

@@ -7,14 +7,20 @@ found, in order, at ``$KDTREE_HEADER``, in this package (copied there when
 the package is built), in the source tree this package sits in, or in the
 include directory beside the loaded library.
 
-The library is found at ``$KDTREE_LIBRARY``, in the build tree
-(``$KDTREE_BUILD_DIR/.libs`` or the checkout this package sits in), or
-where the dynamic loader finds ``libkdtree.so.1``.
+The library is found at ``$KDTREE_LIBRARY``, else in this package (where
+``pip install`` builds it), in the build tree (``$KDTREE_BUILD_DIR/.libs``
+or the checkout this package sits in), or where the dynamic loader finds
+``libkdtree.so.1``.
+
+Once loaded, the library is told which of ``sys.path`` hold NVIDIA's
+packages (``nvidia/``), so that it finds NVRTC in the nvidia-cuda-nvrtc
+wheels with no configuration.
 """
 
 import ctypes.util
 import os
 import re
+import sys
 import threading
 
 #: The KDTREE_ABI_VERSION this binding was written against.  The loaded
@@ -85,6 +91,7 @@ def library_candidates():
     env = os.environ.get("KDTREE_LIBRARY")
     if env:
         return [env]  # an explicit choice is never second-guessed
+    out.append(os.path.join(_HERE, "libkdtree.so"))
     build = os.environ.get("KDTREE_BUILD_DIR")
     if build:
         out.append(os.path.join(build, ".libs", "libkdtree.so"))
@@ -94,6 +101,25 @@ def library_candidates():
         out.append(found)
     out += ["libkdtree.so.1", "libkdtree.so"]
     return out
+
+
+def nvidia_package_dirs():
+    """The entries of sys.path that hold NVIDIA's pip packages (an
+    ``nvidia/`` directory), in import order."""
+    out = []
+    for p in sys.path:
+        p = os.path.abspath(p or os.curdir)
+        if p not in out and os.path.isdir(os.path.join(p, "nvidia")):
+            out.append(p)
+    return out
+
+
+def _tell_site_packages(ffi, lib):
+    # Only before NVRTC's first load; a second binding loaded into the same
+    # process finds it done, which is fine.
+    dirs = ":".join(d for d in nvidia_package_dirs() if ":" not in d)
+    if dirs:
+        lib.kdtree_set_site_packages(dirs.encode())
 
 
 class _Loaded(object):
@@ -155,9 +181,10 @@ def load(library=None, header=None):
             break
         if lib is None:
             raise LibraryNotFound(
-                "kdtree_jit: libkdtree could not be loaded; tried: %s.  Build "
-                "it (./configure && make) and set KDTREE_LIBRARY to "
-                ".libs/libkdtree.so, or install it." % "; ".join(errors))
+                "kdtree_jit: libkdtree could not be loaded; tried: %s.  "
+                "`pip install` builds it into the package; for a build "
+                "tree, set KDTREE_LIBRARY to its .libs/libkdtree.so."
+                % "; ".join(errors))
         if header:
             with open(header) as f:
                 header_path, text = header, f.read()
@@ -187,6 +214,7 @@ def load(library=None, header=None):
                 "library %s has %d; point KDTREE_HEADER at the header the "
                 "library was built from" % (header_path, hdr_abi,
                                              library_path, abi))
+        _tell_site_packages(ffi, lib)
         loaded = _Loaded(ffi, lib, library_path, header_path, cdef)
         if library is None and header is None:
             _loaded = loaded

@@ -33,3 +33,29 @@ def test_every_kernel_compiles_for_sm90_and_sm120():
 def test_compile_accepts_keywords():
     assert compile_or_skip("tree_accept", "sm_90", "N_MAX=33,L=7") in (True, False)
     assert kdtree_jit.compile("tree_accept", "sm_90", L=7, N_MAX=33) is True
+
+
+def test_compile_with_no_shape_takes_the_default():
+    shape = kdtree_jit.default_shape("tree_accept")
+    compile_or_skip("tree_accept", "sm_120", shape)
+    assert kdtree_jit.compile("tree_accept", "sm_120") is True
+
+
+def test_info_names_nvrtc_and_the_driver():
+    i = kdtree_jit.info()
+    assert i["version"] == kdtree_jit.version
+    assert i["abi"] == kdtree_jit.EXPECTED_ABI
+    for part in ("nvrtc", "driver"):
+        d = i[part]
+        assert set(d) == {"loaded", "status", "version", "path", "found_by",
+                          "detail"}
+        if d["loaded"]:
+            assert d["status"] == "KDTREE_OK"
+            assert d["path"] and d["found_by"]
+            assert d["version"].count(".") == 1
+        else:
+            assert d["status"].startswith("KDTREE_ERROR_")
+            assert d["path"] is None or part == "driver"
+            assert d["detail"]
+    if i["nvrtc"]["loaded"]:
+        assert "build" in i["nvrtc"]["detail"]

@@ -45,12 +45,30 @@ def test_unknown_arch():
 def test_compile_argument_types():
     with pytest.raises(TypeError, match="not both"):
         kdtree_jit.compile("tree_accept", "sm_90", "N_MAX=65,L=15", L=15)
-    with pytest.raises(TypeError, match="no shape"):
-        kdtree_jit.compile("tree_accept", "sm_90")
-    with pytest.raises(TypeError, match="kernel and arch must be str"):
+    with pytest.raises(TypeError, match="compile: kernel must be a str, got "
+                                        "int"):
         kdtree_jit.compile(3, "sm_90", N_MAX=65, L=15)
-    with pytest.raises(TypeError, match="shape must be a str"):
+    with pytest.raises(TypeError, match="compile: arch must be a str"):
+        kdtree_jit.compile("tree_accept", None, N_MAX=65, L=15)
+    with pytest.raises(TypeError, match="compile: shape must be a str"):
         kdtree_jit.compile("tree_accept", "sm_90", 65)
+
+
+def test_strings_with_nul_are_refused():
+    # C would read "tree_accept" and never see the rest.
+    with pytest.raises(ValueError, match="compile: kernel must not contain "
+                                         "a NUL"):
+        kdtree_jit.compile("tree_accept\x00junk", "sm_90", N_MAX=65, L=15)
+    with pytest.raises(ValueError, match="compile: arch must not contain"):
+        kdtree_jit.compile("tree_accept", "sm_90\x00a", N_MAX=65, L=15)
+    with pytest.raises(ValueError, match="compile: shape must not contain"):
+        kdtree_jit.compile("tree_accept", "sm_90", "N_MAX=65,L=15\x00,L=3")
+    with pytest.raises(ValueError, match="kernel_constants: kernel must not"):
+        kdtree_jit.kernel_constants("tree_accept\x00")
+    with pytest.raises(ValueError, match="default_shape: kernel must not"):
+        kdtree_jit.default_shape("tree_accept\x00")
+    with pytest.raises(ValueError, match="prepare: kernel must not contain"):
+        rt().prepare("tree_accept\x00junk", N_MAX=65, L=15)
 
 
 def test_unknown_kernel_in_queries():
@@ -253,8 +271,6 @@ def test_verify_attn_checks():
 
 def test_prepare_argument_errors():
     r = rt()
-    with pytest.raises(TypeError, match="prepare: no shape"):
-        r.prepare("tree_accept")
     with pytest.raises(TypeError, match="prepare: kernel must be a str"):
         r.prepare(None, N_MAX=65, L=15)
     with pytest.raises(kdtree_jit.KdtreeError,
