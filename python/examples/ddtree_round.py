@@ -28,6 +28,7 @@ walks of several tokens.
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -89,8 +90,9 @@ class KdtreeRound(object):
     def __init__(self, rt, p):
         self.rt, self.p = rt, p
         dev = torch.device("cuda")
-        self.lp = torch.empty(p.R, p.L, p.K, dtype=torch.float32, device=dev)
-        self.ids = torch.empty(p.R, p.L, p.K, dtype=torch.int32, device=dev)
+        self.draft = kdtree_jit.Draft(
+            torch.empty(p.R, p.L, p.K, dtype=torch.float32, device=dev),
+            torch.empty(p.R, p.L, p.K, dtype=torch.int32, device=dev))
         self.tree = self.attn = self.acc = None
         rt.prepare("draft_topk", V=p.V, K=p.K, DTYPE="bf16")
         rt.prepare("build_ddtree", L=p.L, K=p.K, N_MAX=p.N)
@@ -99,17 +101,14 @@ class KdtreeRound(object):
 
     def __call__(self):
         p, rt = self.p, self.rt
-        rt.draft_topk(p.logits, p.K, out=(self.lp, self.ids))
-        self.tree = rt.build_ddtree(self.lp, self.ids, p.budget, p.root, p.N,
+        rt.draft_topk(p.logits, p.K, out=self.draft)
+        self.tree = rt.build_ddtree(self.draft, p.budget, p.root, p.N,
                                     past_len=p.past_len, out=self.tree)
         self.attn = rt.verify_attn(p.q, p.kv, p.block_table, p.past_len,
-                                   self.tree.n_nodes, self.tree.anc_mask,
-                                   SCALE, out=self.attn)
+                                   self.tree, SCALE, out=self.attn)
         target = p.target_logits(self.attn.o, self.tree.depth).argmax(-1).to(
             torch.int32)
-        self.acc = rt.tree_accept(self.tree.token, self.tree.first_child,
-                                  self.tree.next_sibling, self.tree.n_nodes,
-                                  target, L=p.L, out=self.acc)
+        self.acc = rt.tree_accept(self.tree, target, L=p.L, out=self.acc)
         return self.acc
 
 
@@ -173,56 +172,16 @@ def time_rounds(fn, rounds):
     return median(ts)
 
 
-def host_overhead(rt, rnd, p, calls=200, reps=7):
-    """Host µs per launch through Python, each kernel with out= given and
-    the stream passed as an int (the cheapest checked use); tree_accept
-    also through Runtime.bind (checked once) and the raw cffi function (no
-    Python at all but the call) for comparison."""
-    s = torch.cuda.current_stream().cuda_stream
-    tree, attn, acc = rnd.tree, rnd.attn, rnd.acc
-    target = torch.zeros(p.R, p.N, dtype=torch.int32, device="cuda")
-    calls_of = {
-        "draft_topk": lambda: rt.draft_topk(p.logits, p.K,
-                                            out=(rnd.lp, rnd.ids), stream=s),
-        "build_ddtree": lambda: rt.build_ddtree(
-            rnd.lp, rnd.ids, p.budget, p.root, p.N, past_len=p.past_len,
-            out=tree, stream=s),
-        "verify_attn": lambda: rt.verify_attn(
-            p.q, p.kv, p.block_table, p.past_len, tree.n_nodes,
-            tree.anc_mask, SCALE, out=attn, stream=s),
-        "tree_accept": lambda: rt.tree_accept(
-            tree.token, tree.first_child, tree.next_sibling, tree.n_nodes,
-            target, L=p.L, out=acc, stream=s),
-    }
-    lib = kdtree_jit._binding().lib
-    ffi = kdtree_jit._binding().ffi
-    c_acc = ffi.new("kdtree_accept *", dict(
-        zip(kdtree_jit.Accept._fields, [x.data_ptr() for x in acc]),
-        n_requests=p.R, depth=p.L))
-    c_tree = ffi.new("kdtree_tree *", {
-        "n_nodes": tree.n_nodes.data_ptr(), "token": tree.token.data_ptr(),
-        "first_child": tree.first_child.data_ptr(),
-        "next_sibling": tree.next_sibling.data_ptr(), "n_requests": p.R,
-        "n_max": p.N})
-    c_req = ffi.new("kdtree_requests *", {"n_requests": p.R})
-    args = [c_acc, c_tree, target.data_ptr(), c_req, ffi.cast("void *", s)]
-    bound = rt.bind("tree_accept", tree.token, tree.first_child,
-                    tree.next_sibling, tree.n_nodes, target, L=p.L, out=acc)
-    calls_of["tree_accept (bound)"] = lambda: bound(s)
-    calls_of["tree_accept (raw cffi)"] = lambda: lib.kdtree_tree_accept(
-        rt._rt, *args)
-    out = {}
-    for name, fn in calls_of.items():
-        per = []
-        for _ in range(reps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            per.append((time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-        out[name] = median(per)
-    return out
+def host_overhead():
+    """Host us per kernel call through Python: python/examples/overhead.py
+    measures it (raw cffi, methods, bound, torch ops), in its own process."""
+    out = subprocess.run([sys.executable, os.path.join(HERE, "overhead.py"),
+                          "--json", "/dev/stdout"], stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    if out.returncode != 0:
+        return {}
+    text = out.stdout
+    return json.loads(text[text.index("{"):])["us_per_call"]
 
 
 def main():
@@ -294,11 +253,10 @@ def main():
     print("  kdtree_jit, eager             : %10.1f us" % t_eager)
     print("  today's path (torch + Python) : %10.1f us  (%.1fx the graph)"
           % (t_today, t_today / t_graph))
-    ov = host_overhead(rt, rnd, p)
-    print("\nhost time per kernel call through Python (out= given, no "
-          "sync):")
+    ov = host_overhead()
+    print("\nhost us per kernel call (python/examples/overhead.py):")
     for k, v in ov.items():
-        print("  %-24s %6.2f us" % (k, v))
+        print("  %-13s " % k + "  ".join("%s %.2f" % kv for kv in v.items()))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(),

@@ -2,31 +2,62 @@
 (CuPy, Numba), checked for device, dtype, shape and contiguity, and new
 outputs allocated with torch (or CuPy when torch is absent).
 
-The checks sit on the launch path, so they read each attribute once and
-build no message unless something is wrong.
+These checks are on every launch, so the common case -- a torch tensor
+that passes -- reads each attribute once, in one expression, and builds
+no message; anything else, or any failure, takes the general path, which
+words the error.
 """
 
+from weakref import ref as _weakref
+
 _torch = None  # the module, once imported; False when unavailable
+_raw_stream = None  # torch's current raw stream of a device, as an int
+_Tensor = None  # torch.Tensor, for the fast path's class test
 _cupy = None
-_TORCH_DT = {}
-_TORCH_OF = {}
+
+
+class DType(object):
+    """An element type: its name, its torch dtype (once torch is
+    imported), its __cuda_array_interface__ typestrs and size."""
+
+    __slots__ = ("name", "torch", "typestrs", "itemsize")
+
+    def __init__(self, name, typestrs, itemsize):
+        self.name, self.typestrs, self.itemsize = name, typestrs, itemsize
+        self.torch = None
+
+    def __repr__(self):
+        return self.name
+
+
+# bf16 has no typestr of its own: 2-byte integer or void storage stands
+# for it.
+F32 = DType("float32", ("<f4",), 4)
+I32 = DType("int32", ("<i4",), 4)
+U32 = DType("uint32", ("<u4",), 4)
+BF16 = DType("bfloat16", ("<u2", "<i2", "<V2", "|V2"), 2)
+U8 = DType("uint8", ("|u1", "<u1"), 1)
+# Accepted nowhere; named so that a wrong one is reported by its name.
+I64 = DType("int64", ("<i8",), 8)
+F64 = DType("float64", ("<f8",), 8)
+F16 = DType("float16", ("<f2",), 2)
+_ALL = (F32, I32, U32, BF16, U8, I64, F64, F16)
+_BY_TYPESTR = {t: d for d in _ALL for t in d.typestrs}
 
 
 def torch_module():
-    global _torch, _TORCH_DT, _TORCH_OF
+    global _torch, _Tensor
     if _torch is None:
         try:
             import torch
         except ImportError:
             _torch = False
         else:
-            _torch = torch
-            _TORCH_DT = {torch.float32: "float32", torch.int32: "int32",
-                         torch.bfloat16: "bfloat16", torch.uint8: "uint8"}
-            if hasattr(torch, "uint32"):
-                _TORCH_DT[torch.uint32] = "uint32"
-            _TORCH_OF = {"float32": torch.float32, "int32": torch.int32,
-                         "bfloat16": torch.bfloat16, "uint8": torch.uint8}
+            _torch, _Tensor = torch, torch.Tensor
+            global _raw_stream
+            _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            for d in _ALL:
+                d.torch = getattr(torch, d.name, None)
     return _torch or None
 
 
@@ -42,18 +73,15 @@ def cupy_module():
     return _cupy or None
 
 
-# __cuda_array_interface__ typestrs.  bf16 has none of its own: 2-byte
-# integer or void storage stands for it.
-_CAI_DT = {"<f4": "float32", "<i4": "int32", "<u4": "uint32",
-           "|u1": "uint8", "<u1": "uint8",
-           "<u2": "bfloat16", "<i2": "bfloat16", "<V2": "bfloat16",
-           "|V2": "bfloat16"}
-_ITEMSIZE = {"float32": 4, "int32": 4, "uint32": 4, "bfloat16": 2,
-             "uint8": 1}
-
-
 def _fmt_shape(shape):
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _dtype_name(x_dtype):
+    for d in _ALL:
+        if d.torch is not None and x_dtype is d.torch:
+            return d.name
+    return str(x_dtype).replace("torch.", "")
 
 
 def describe(x):
@@ -63,101 +91,177 @@ def describe(x):
     if torch is not None and isinstance(x, torch.Tensor):
         if not x.is_cuda:
             raise TypeError("a tensor on %s, not on a CUDA device" % x.device)
-        return (x.data_ptr(), tuple(x.shape), _TORCH_DT.get(x.dtype, str(x.dtype)),
+        return (x.data_ptr(), tuple(x.shape), _dtype_name(x.dtype),
                 x.get_device(), x.is_contiguous())
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is None:
         raise TypeError("a %s, not a CUDA tensor or an object with "
                         "__cuda_array_interface__" % type(x).__name__)
     shape = tuple(cai["shape"])
-    dt = _CAI_DT.get(cai["typestr"], cai["typestr"])
+    d = _BY_TYPESTR.get(cai["typestr"])
+    dt = d.name if d else cai["typestr"]
     strides = cai.get("strides")
     contiguous = True
     if strides is not None:
-        item = _ITEMSIZE.get(dt)
-        if item is None:
+        if d is None:
             contiguous = False
         else:
-            want, acc = [], item
-            for d in reversed(shape):
+            want, acc = [], d.itemsize
+            for n in reversed(shape):
                 want.append(acc)
-                acc *= d
-            contiguous = all(s == w for s, w, d in
-                             zip(strides, reversed(want), shape) if d != 1)
+                acc *= n
+            contiguous = all(s == w for s, w, n in
+                             zip(strides, reversed(want), shape) if n != 1)
     dev = getattr(x, "device", None)
     dev = getattr(dev, "id", None)  # CuPy's Device
     return cai["data"][0], shape, dt, dev, contiguous
 
 
-_fast = {}  # dtypes tuple -> {torch dtype: name}
-
-
-def _torch_fast(dtypes):
-    m = _fast.get(dtypes)
-    if m is None:
-        torch_module()
-        m = {_TORCH_OF[d]: d for d in dtypes if d in _TORCH_OF}
-        if "uint32" in dtypes and _torch and hasattr(_torch, "uint32"):
-            m[_torch.uint32] = "uint32"
-        _fast[dtypes] = m
-    return m
-
-
-def check(fn, name, x, dtypes, shape, device):
-    """The pointer of argument `name` of `fn`, after checking it: a device
-    array (TypeError), of one of `dtypes` (TypeError), on `device`
-    (ValueError), of `shape` where a None dimension matches any
-    (ValueError), C-contiguous (ValueError).  Returns (pointer, shape,
-    dtype name)."""
-    # The common case first, in as few attribute reads as possible: a
-    # torch tensor that passes every check.  Anything else, or any
-    # failure, takes the general path below, which words the error.
-    if _torch and type(x) is _torch.Tensor:
-        dt = _torch_fast(dtypes).get(x.dtype)
-        if dt is not None and x.is_cuda and x.get_device() == device and \
-                x.is_contiguous():
-            shp = x.shape
-            if shape is None or shp == shape:
-                return x.data_ptr(), shp, dt
-            if len(shp) == len(shape) and all(
-                    w is None or w == d for w, d in zip(shape, shp)):
-                return x.data_ptr(), shp, dt
+def checked(fn, name, x, dtypes, shape, device):
+    """The general check of argument `name` of `fn`: a device array
+    (TypeError), of one of `dtypes` (TypeError), on CUDA device `device`
+    (ValueError), of `shape` -- a tuple where None matches any size, or
+    None for any shape -- (ValueError), C-contiguous (ValueError).
+    Returns (pointer, shape, DType)."""
     try:
         ptr, shp, dt, dev, contiguous = describe(x)
     except TypeError as e:
         raise TypeError("%s: %s must be a CUDA array, got %s" % (fn, name, e))
-    if dt not in dtypes:
+    match = [d for d in dtypes if d.name == dt]
+    if not match:
         raise TypeError("%s: %s must be %s, got %s" % (
-            fn, name, " or ".join(dtypes), dt))
+            fn, name, " or ".join(d.name for d in dtypes), dt))
     if dev is not None and dev != device:
         raise ValueError("%s: %s is on CUDA device %d, the runtime on %d"
                          % (fn, name, dev, device))
     if shape is not None:
         if len(shp) != len(shape) or any(
-                w is not None and w != d for w, d in zip(shape, shp)):
+                w is not None and w != n for w, n in zip(shape, shp)):
             raise ValueError("%s: %s must have shape %s, got %s" % (
                 fn, name, _fmt_shape(shape), _fmt_shape(shp)))
     if not contiguous:
         raise ValueError("%s: %s must be contiguous (C order); call "
                          ".contiguous() first" % (fn, name))
-    return ptr, shp, dt
+    return ptr, shp, match[0]
 
 
-def empty(shape, dtype, device, like=None):
-    """A new uninitialised device array: torch unless `like` is not a torch
-    tensor and CuPy is there."""
-    torch = torch_module()
-    use_torch = torch is not None and (
-        like is None or isinstance(like, torch.Tensor) or cupy_module() is None)
-    if use_torch:
-        return torch.empty(shape, dtype=_TORCH_OF[dtype],
-                           device=torch.device("cuda", device))
+def ptr(fn, name, x, dt, shape, device):
+    """The pointer of `x` after checking it is a contiguous array of DType
+    `dt` and exactly `shape` on CUDA device `device`."""
+    if x.__class__ is _Tensor and x.dtype is dt.torch and \
+            x.get_device() == device and x.shape == shape and \
+            x.is_contiguous():
+        return x.data_ptr()
+    return checked(fn, name, x, (dt,), shape, device)[0]
+
+
+class Seen(object):
+    """One argument slot's memory of the tensor it was last given: a weak
+    reference and the pointer it had then.  The same tensor object with
+    the same pointer passed the checks then, and could not have changed
+    what they read since without a new pointer (dtype and device never
+    change; a resize that grows it or a set_() moves it; one that shrinks
+    it leaves its storage, so the kernel stays within it), so seeing it
+    again costs a weakref call and a data_ptr() instead of six reads."""
+
+    __slots__ = ("last",)
+
+    def __init__(self):
+        self.last = None  # (weakref, pointer), replaced as one
+
+
+def _weak(x, p):
+    try:
+        return (_weakref(x), p)
+    except TypeError:  # not weakly referenceable
+        return None
+
+
+def seen_ptr(fn, name, x, dt, shape, device, seen):
+    """ptr(), remembered in `seen` for the next call."""
+    last = seen.last
+    if last is not None and last[0]() is x:
+        p = x.data_ptr()
+        if p == last[1]:
+            return p
+    p = ptr(fn, name, x, dt, shape, device)
+    if x.__class__ is _Tensor:
+        seen.last = _weak(x, p)
+    return p
+
+
+def seen_first(fn, name, x, dtypes, ndim, device, seen):
+    """first() (ndim None: any number of dimensions), remembered in
+    `seen` with the shape and DType it found."""
+    last = seen.last
+    if last is not None and last[0]() is x:
+        p = x.data_ptr()
+        if p == last[1]:
+            return p, last[2], last[3]
+    p, shp, dt = first(fn, name, x, dtypes, ndim, device)
+    if x.__class__ is _Tensor:
+        w = _weak(x, p)
+        seen.last = None if w is None else w + (shp, dt)
+    return p, shp, dt
+
+
+def seen_ptr_or_0(fn, name, x, dt, shape, device, seen):
+    if x is None:
+        return 0
+    return seen_ptr(fn, name, x, dt, shape, device, seen)
+
+
+def ptr_or_0(fn, name, x, dt, shape, device):
+    """ptr(), or 0 for an optional argument given as None."""
+    if x is None:
+        return 0
+    return ptr(fn, name, x, dt, shape, device)
+
+
+def first(fn, name, x, dtypes, ndim, device):
+    """(pointer, shape, DType) of the argument whose shape sets a call's
+    sizes: checked like ptr() for one of `dtypes` and `ndim` dimensions
+    (None: any number), any sizes."""
+    if x.__class__ is _Tensor and x.get_device() == device and \
+            x.is_contiguous():
+        xd = x.dtype
+        for d in dtypes:
+            if xd is d.torch:
+                s = x.shape
+                if ndim is None or len(s) == ndim:
+                    return x.data_ptr(), s, d
+                break
+    return checked(fn, name, x, dtypes,
+                   None if ndim is None else (None,) * ndim, device)
+
+
+def new_ptr(x):
+    """The pointer of an array empty() made (no checks needed)."""
+    if x.__class__ is _Tensor:
+        return x.data_ptr()
+    return x.__cuda_array_interface__["data"][0]
+
+
+_devices = {}  # ordinal -> torch.device
+
+
+def empty(shape, dt, device, like=None):
+    """A new uninitialised device array of DType `dt`: torch unless `like`
+    is not a torch tensor and CuPy is there."""
+    if _torch and (like is None or like.__class__ is _Tensor or
+                   cupy_module() is None):
+        d = _devices.get(device)
+        if d is None:
+            # (-1: where a CPU tensor says it is; only the stub benchmark
+            # of examples/overhead.py runs a runtime there.)
+            d = _devices[device] = _torch.device("cuda", device) \
+                if device >= 0 else _torch.device("cpu")
+        return _torch.empty(shape, dtype=dt.torch, device=d)
     cupy = cupy_module()
     if cupy is None:
         raise RuntimeError("kdtree_jit: neither torch nor cupy is available "
                            "to allocate outputs; pass out=")
-    np_dt = {"float32": "float32", "int32": "int32", "uint32": "uint32",
-             "bfloat16": "uint16", "uint8": "uint8"}[dtype]
+    np_dt = "uint16" if dt is BF16 else dt.name
     with cupy.cuda.Device(device):
         return cupy.empty(shape, dtype=np_dt)
 
@@ -165,11 +269,10 @@ def empty(shape, dtype, device, like=None):
 def current_stream(device):
     """The handle (an int) of the current stream of torch, else CuPy, else
     0 (the legacy default stream)."""
+    if _raw_stream is not None:
+        return _raw_stream(device)
     torch = torch_module()
     if torch is not None:
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw(device)
         return torch.cuda.current_stream(device).cuda_stream
     cupy = cupy_module()
     if cupy is not None:
@@ -182,7 +285,7 @@ def stream_handle(stream, device):
     (.cuda_stream) or a CuPy stream (.ptr)."""
     if stream is None:
         return current_stream(device)
-    if isinstance(stream, int):
+    if isinstance(stream, int) and not isinstance(stream, bool):
         return stream
     for attr in ("cuda_stream", "ptr", "handle"):
         h = getattr(stream, attr, None)

@@ -16,6 +16,7 @@ today, is kdtree_jit.reference.ddtree_from_logits().
 import collections
 
 from . import _arrays
+from ._runtime import Draft
 
 DDTree = collections.namedtuple(
     "DDTree", "tokens parents depths visibility n_nodes positions tree")
@@ -39,6 +40,7 @@ class TreeBuilder(object):
         self._lp = torch.empty((self.R, L, K), dtype=torch.float32,
                                device=dev)
         self._ids = torch.empty((self.R, L, K), dtype=torch.int32, device=dev)
+        self._draft = Draft(self._lp, self._ids)
         self._budget = torch.empty((self.R,), dtype=torch.int32, device=dev)
         self._root = torch.empty((self.R,), dtype=torch.int32, device=dev)
         W = (n_max + 31) // 32
@@ -72,7 +74,7 @@ class TreeBuilder(object):
         self.rt.draft_topk(logits, K, out=(self._lp, self._ids),
                            stream=stream)
         tree = self.rt.build_ddtree(
-            self._lp, self._ids, self._as_rows(budget, "budget"),
+            self._draft, self._as_rows(budget, "budget"),
             self._as_rows(root_token, "root_token"), N,
             depth_limit=depth_limit, past_len=past_len, stream=stream)
         # Expand the mask words into booleans: bit j%32 of word j//32.

@@ -80,10 +80,7 @@ def offline_runtime():
     touching any pointer."""
     b = binding()
     rt = kdtree_jit.Runtime.__new__(kdtree_jit.Runtime)
-    rt._ffi, rt._lib, rt._rt = b.ffi, b.lib, b.ffi.NULL
-    rt.device = 0
-    rt._streams = {}
-    rt._workspaces = {}
+    rt._setup(b.ffi, b.lib, b.ffi.NULL, 0)
     return rt
 
 

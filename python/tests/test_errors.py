@@ -12,6 +12,25 @@ def rt():
     return _util.offline_runtime()
 
 
+def T(token, first_child, next_sibling, n_nodes, anc_mask=None):
+    """A tree holding the fields tree_accept and verify_attn read."""
+    return kdtree_jit.Tree(n_nodes, token, None, None, None, first_child,
+                           next_sibling, None, anc_mask)
+
+
+def ta(r, token, first_child, next_sibling, n_nodes, target, **kw):
+    return r.tree_accept(T(token, first_child, next_sibling, n_nodes),
+                         target, **kw)
+
+
+def bd(r, lp, ids, *args, **kw):
+    return r.build_ddtree(kdtree_jit.Draft(lp, ids), *args, **kw)
+
+
+def va(r, n_nodes, anc_mask, **kw):
+    return r.verify_attn(tree=T(None, None, None, n_nodes, anc_mask), **kw)
+
+
 # ---- library-level functions ----------------------------------------------
 
 def test_kdtree_error_carries_status_name_and_detail():
@@ -110,7 +129,7 @@ def test_null_runtime_reaches_the_library_and_is_refused():
     N, L = 65, 15
     with pytest.raises(kdtree_jit.KdtreeError,
                        match="KDTREE_ERROR_INVALID_ARGUMENT") as info:
-        r.tree_accept(A((2, N)), A((2, N)), A((2, N)), A((2,)), A((2, N)),
+        ta(r, A((2, N)), A((2, N)), A((2, N)), A((2,)), A((2, N)),
                       L=L, out=(A((2,)), A((2, L + 1)), A((2, L + 1)),
                                 A((2,))), stream=0)
     assert info.value.function == "kdtree_tree_accept"
@@ -119,37 +138,41 @@ def test_null_runtime_reaches_the_library_and_is_refused():
 # ---- array checks -----------------------------------------------------------
 
 def test_not_an_array():
-    with pytest.raises(TypeError, match=r"tree_accept: token must be a CUDA "
+    with pytest.raises(TypeError, match=r"tree_accept: tree.token must be a CUDA "
                                         r"array, got a list, not a CUDA "
                                         r"tensor or an object with "
                                         r"__cuda_array_interface__"):
-        rt().tree_accept([1, 2], A((1, 3)), A((1, 3)), A((1,)), A((1, 3)),
+        ta(rt(), [1, 2], A((1, 3)), A((1, 3)), A((1,)), A((1, 3)),
                          L=2, stream=0)
 
 
 def test_wrong_dtype():
     with pytest.raises(TypeError, match="tree_accept: target must be int32, "
                                         "got float32"):
-        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        ta(rt(), A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
                          A((1, 3), "<f4"), L=2, stream=0)
     with pytest.raises(TypeError, match="draft_topk: logits must be float32 "
                                         "or bfloat16, got int32"):
         rt().draft_topk(A((4, 100)), k=8, stream=0)
-    with pytest.raises(TypeError, match="<f8"):
+    with pytest.raises(TypeError, match="got float64"):
         rt().draft_topk(A((4, 100), "<f8"), k=8, stream=0)
+    with pytest.raises(TypeError, match="tree_accept: target must be int32, "
+                                        "got int64"):
+        ta(rt(), A((1, 3)), A((1, 3)), A((1, 3)), A((1,)), A((1, 3), "<i8"),
+           L=2, stream=0)
 
 
 def test_wrong_shape():
-    with pytest.raises(ValueError, match=r"tree_accept: first_child must have "
+    with pytest.raises(ValueError, match=r"tree_accept: tree.first_child must have "
                                          r"shape \[2, 65\], got \[2, 64\]"):
-        rt().tree_accept(A((2, 65)), A((2, 64)), A((2, 65)), A((2,)),
+        ta(rt(), A((2, 65)), A((2, 64)), A((2, 65)), A((2,)),
                          A((2, 65)), L=15, stream=0)
-    with pytest.raises(ValueError, match=r"n_nodes must have shape \[2\], "
+    with pytest.raises(ValueError, match=r"tree.n_nodes must have shape \[2\], "
                                          r"got \[3\]"):
-        rt().tree_accept(A((2, 65)), A((2, 65)), A((2, 65)), A((3,)),
+        ta(rt(), A((2, 65)), A((2, 65)), A((2, 65)), A((3,)),
                          A((2, 65)), L=15, stream=0)
-    with pytest.raises(ValueError, match=r"token must have shape \[\?, \?\]"):
-        rt().tree_accept(A((65,)), A((65,)), A((65,)), A((1,)), A((65,)),
+    with pytest.raises(ValueError, match=r"tree.token must have shape \[\?, \?\]"):
+        ta(rt(), A((65,)), A((65,)), A((65,)), A((1,)), A((65,)),
                          L=15, stream=0)
     with pytest.raises(ValueError, match=r"draft_topk: logits must have "
                                          r"shape \[\.\.\., V\]"):
@@ -158,8 +181,8 @@ def test_wrong_shape():
 
 def test_not_contiguous():
     # [2, 65] int32 with a row stride of 66 elements: a slice.
-    with pytest.raises(ValueError, match="next_sibling must be contiguous"):
-        rt().tree_accept(A((2, 65)), A((2, 65)),
+    with pytest.raises(ValueError, match="tree.next_sibling must be contiguous"):
+        ta(rt(), A((2, 65)), A((2, 65)),
                          A((2, 65), strides=(66 * 4, 4)), A((2,)),
                          A((2, 65)), L=15, stream=0)
 
@@ -167,7 +190,7 @@ def test_not_contiguous():
 def test_contiguous_strides_are_accepted():
     # Explicit C strides are as good as none; the NULL runtime then stops it.
     with pytest.raises(kdtree_jit.KdtreeError, match="INVALID_ARGUMENT"):
-        rt().tree_accept(A((2, 65), strides=(65 * 4, 4)), A((2, 65)),
+        ta(rt(), A((2, 65), strides=(65 * 4, 4)), A((2, 65)),
                          A((2, 65)), A((2,)), A((2, 65)), L=15,
                          out=(A((2,)), A((2, 16)), A((2, 16)), A((2,))),
                          stream=0)
@@ -177,9 +200,9 @@ def test_wrong_device():
     class OnDevice1(A):
         class device(object):
             id = 1
-    with pytest.raises(ValueError, match="tree_accept: token is on CUDA "
+    with pytest.raises(ValueError, match="tree_accept: tree.token is on CUDA "
                                          "device 1, the runtime on 0"):
-        rt().tree_accept(OnDevice1((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        ta(rt(), OnDevice1((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
                          A((1, 3)), L=2, stream=0)
 
 
@@ -187,11 +210,11 @@ def test_out_checks():
     with pytest.raises(TypeError, match=r"tree_accept: out must be a tuple "
                                         r"of 4 arrays \(accept_len, "
                                         r"accept_idx, accept_token, bonus\)"):
-        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        ta(rt(), A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
                          A((1, 3)), L=2, out=(A((1,)),), stream=0)
     with pytest.raises(ValueError, match=r"out.accept_idx must have shape "
                                          r"\[1, 3\], got \[1, 2\]"):
-        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        ta(rt(), A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
                          A((1, 3)), L=2,
                          out=(A((1,)), A((1, 2)), A((1, 3)), A((1,))),
                          stream=0)
@@ -203,18 +226,18 @@ def test_out_checks():
 def test_int_arguments():
     with pytest.raises(TypeError, match="tree_accept: L must be an int, "
                                         "got float"):
-        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        ta(rt(), A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
                          A((1, 3)), L=2.0, stream=0)
     with pytest.raises(TypeError, match="draft_topk: k must be an int"):
         rt().draft_topk(A((4, 100), "<f4"), k="8", stream=0)
     with pytest.raises(TypeError, match="build_ddtree: n_max must be an int"):
-        rt().build_ddtree(A((1, 15, 8), "<f4"), A((1, 15, 8)), A((1,)),
+        bd(rt(), A((1, 15, 8), "<f4"), A((1, 15, 8)), A((1,)),
                           A((1,)), n_max=None, stream=0)
 
 
 def test_stream_types():
     with pytest.raises(TypeError, match="stream must be None, an int handle"):
-        rt().tree_accept(A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        ta(rt(), A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
                          A((1, 3)), L=2,
                          out=(A((1,)), A((1, 3)), A((1, 3)), A((1,))),
                          stream="default")
@@ -222,20 +245,20 @@ def test_stream_types():
 
 def test_build_ddtree_checks():
     r = rt()
-    with pytest.raises(ValueError, match=r"build_ddtree: ids must have shape "
+    with pytest.raises(ValueError, match=r"build_ddtree: draft.ids must have shape "
                                          r"\[2, 15, 8\], got \[2, 15, 4\]"):
-        r.build_ddtree(A((2, 15, 8), "<f4"), A((2, 15, 4)), A((2,)), A((2,)),
+        bd(r, A((2, 15, 8), "<f4"), A((2, 15, 4)), A((2,)), A((2,)),
                        n_max=65, stream=0)
-    with pytest.raises(ValueError, match=r"build_ddtree: lp must have shape "
+    with pytest.raises(ValueError, match=r"build_ddtree: draft.lp must have shape "
                                          r"\[\?, \?, \?\], got \[30, 8\]"):
-        r.build_ddtree(A((30, 8), "<f4"), A((30, 8)), A((2,)), A((2,)),
+        bd(r, A((30, 8), "<f4"), A((30, 8)), A((2,)), A((2,)),
                        n_max=65, stream=0)
     with pytest.raises(ValueError, match="past_len must have shape"):
-        r.build_ddtree(A((2, 15, 8), "<f4"), A((2, 15, 8)), A((2,)), A((2,)),
+        bd(r, A((2, 15, 8), "<f4"), A((2, 15, 8)), A((2,)), A((2,)),
                        n_max=65, past_len=A((1,)), stream=0)
     with pytest.raises(TypeError, match="out.anc_mask must be int32 or uint32"):
         W = 3
-        r.build_ddtree(A((2, 15, 8), "<f4"), A((2, 15, 8)), A((2,)), A((2,)),
+        bd(r, A((2, 15, 8), "<f4"), A((2, 15, 8)), A((2,)), A((2,)),
                        n_max=65, stream=0,
                        out=(A((2,)),) + (A((2, 65)),) * 6 + (None,) +
                            (A((2, 65, W), "<f4"),))
@@ -249,22 +272,22 @@ def test_verify_attn_checks():
                 block_table=A((R, 10)), past_len=A((R,)), n_nodes=A((R,)),
                 anc_mask=A((R, N, 3)), scale=0.1, stream=0)
     with pytest.raises(TypeError, match="scale must be a float"):
-        r.verify_attn(**dict(args, scale="0.1"))
+        va(r, **dict(args, scale="0.1"))
     with pytest.raises(ValueError, match=r"q must have shape "
                                          r"\[\?, \?, \?, 576\], got "
                                          r"\[1, 65, 8, 512\]"):
-        r.verify_attn(**dict(args, q=A((R, N, H, 512), bf)))
+        va(r, **dict(args, q=A((R, N, H, 512), bf)))
     with pytest.raises(TypeError, match="kv_cache must be bfloat16, "
                                         "got float32"):
-        r.verify_attn(**dict(args, kv_cache=A((10, P, 576), "<f4")))
-    with pytest.raises(ValueError, match=r"anc_mask must have shape "
+        va(r, **dict(args, kv_cache=A((10, P, 576), "<f4")))
+    with pytest.raises(ValueError, match=r"tree.anc_mask must have shape "
                                          r"\[1, 65, 3\]"):
-        r.verify_attn(**dict(args, anc_mask=A((R, N, 2))))
+        va(r, **dict(args, anc_mask=A((R, N, 2))))
     with pytest.raises(ValueError, match=r"block_table must have shape "
                                          r"\[1, \?\]"):
-        r.verify_attn(**dict(args, block_table=A((2, 10))))
+        va(r, **dict(args, block_table=A((2, 10))))
     with pytest.raises(TypeError, match="workspace must be uint8"):
-        r.verify_attn(**dict(args, workspace=A((64,), "<f4"),
+        va(r, **dict(args, workspace=A((64,), "<f4"),
                              out=(A((R, N, H, 512), bf), None),
                              want_lse=False))
 
@@ -283,13 +306,13 @@ def test_bind_checks_once_and_launch_reaches_the_library():
     with pytest.raises(ValueError, match="bind: no kernel named 'nope'"):
         r.bind("nope")
     with pytest.raises(TypeError, match="give the stream when calling"):
-        r.bind("tree_accept", A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        r.bind("tree_accept", T(A((1, 3)), A((1, 3)), A((1, 3)), A((1,))),
                A((1, 3)), L=2, stream=0)
     with pytest.raises(ValueError, match="target must have shape"):
-        r.bind("tree_accept", A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+        r.bind("tree_accept", T(A((1, 3)), A((1, 3)), A((1, 3)), A((1,))),
                A((1, 4)), L=2)
     out = (A((1,)), A((1, 3)), A((1, 3)), A((1,)))
-    b = r.bind("tree_accept", A((1, 3)), A((1, 3)), A((1, 3)), A((1,)),
+    b = r.bind("tree_accept", T(A((1, 3)), A((1, 3)), A((1, 3)), A((1,))),
                A((1, 3)), L=2, out=out)
     assert isinstance(b, kdtree_jit.Bound) and tuple(b.result) == out
     with pytest.raises(kdtree_jit.KdtreeError,
@@ -298,3 +321,18 @@ def test_bind_checks_once_and_launch_reaches_the_library():
     r._rt = None
     with pytest.raises(ValueError, match="the runtime was closed"):
         b(stream=0)
+
+
+# ---- torch tensors (CPU torch is enough for these) -------------------------
+
+def test_cpu_tensor_is_a_type_error_naming_the_argument():
+    torch = pytest.importorskip("torch")
+    z = torch.zeros(2, 65, dtype=torch.int32)
+    with pytest.raises(TypeError, match="tree_accept: target must be a CUDA "
+                                        "array, got a tensor on cpu"):
+        ta(rt(), A((2, 65)), A((2, 65)), A((2, 65)), A((2,)), z, L=15,
+           stream=0)
+    with pytest.raises(TypeError, match="build_ddtree: budget must be a CUDA "
+                                        "array, got a tensor on cpu"):
+        bd(rt(), A((2, 15, 8), "<f4"), A((2, 15, 8)), z[:, 0], A((2,)),
+           n_max=65, stream=0)

@@ -58,6 +58,14 @@ def i32(torch, x):
     return torch.tensor(x, dtype=torch.int32, device="cuda")
 
 
+def accept_args(a):
+    """(tree, target) for tree_accept from (token, first_child,
+    next_sibling, n_nodes, target)."""
+    tree = kdtree_jit.Tree(a[3], a[0], None, None, None, a[1], a[2], None,
+                           None)
+    return tree, a[4]
+
+
 # ---- tree_accept -------------------------------------------------------------
 
 def test_tree_accept_against_references():
@@ -74,7 +82,8 @@ def test_tree_accept_against_references():
     tg = i32(torch, [t[3] for t in trees])
     nn = i32(torch, n_nodes)
     for max_accept in (None, i32(torch, cap)):
-        acc = rt.tree_accept(tok, fc, ns, nn, tg, L=L, max_accept=max_accept)
+        acc = rt.tree_accept(*accept_args((tok, fc, ns, nn, tg)), L=L,
+                             max_accept=max_accept)
         torch.cuda.synchronize()
         for r in range(R):
             want = ref.tree_accept_one(
@@ -95,7 +104,7 @@ def test_tree_accept_against_references():
                             ffi.new("int32_t[]", n_nodes),
                             ffi.new("int32_t[]", _util.flat(tg.tolist())),
                             ffi.NULL, R, L, N)
-        acc = rt.tree_accept(tok, fc, ns, nn, tg, L=L)
+        acc = rt.tree_accept(*accept_args((tok, fc, ns, nn, tg)), L=L)
         assert list(al) == acc.accept_len.tolist()
         assert list(ai) == _util.flat(acc.accept_idx.tolist())
         assert list(bo) == acc.bonus.tolist()
@@ -135,8 +144,9 @@ def test_build_ddtree_against_references():
         past[0] = 0
         want = ref.build_ddtree(lp, ids, budget, root, N, depth, past)
         t = rt.build_ddtree(
-            torch.tensor(lp, dtype=torch.float32, device="cuda"),
-            i32(torch, ids), i32(torch, budget), i32(torch, root), N,
+            kdtree_jit.Draft(torch.tensor(lp, dtype=torch.float32,
+                                          device="cuda"), i32(torch, ids)),
+            i32(torch, budget), i32(torch, root), N,
             depth_limit=i32(torch, depth), past_len=i32(torch, past),
             want_score=True)
         torch.cuda.synchronize()
@@ -158,8 +168,9 @@ def test_build_ddtree_defaults_and_out_reuse():
     rng = random.Random(3)
     R, L, K, N = 2, 5, 3, 33
     lp, ids = dyadic_batch(rng, R, L, K)
-    args = (torch.tensor(lp, dtype=torch.float32, device="cuda"),
-            i32(torch, ids), i32(torch, [10, 32]), i32(torch, [7, 8]), N)
+    args = (kdtree_jit.Draft(torch.tensor(lp, dtype=torch.float32,
+                                          device="cuda"), i32(torch, ids)),
+            i32(torch, [10, 32]), i32(torch, [7, 8]), N)
     t = rt.build_ddtree(*args)
     assert t.score is None  # not asked for
     ptrs = [x.data_ptr() for x in t if x is not None]
@@ -255,8 +266,10 @@ def test_verify_attn_against_reference():
                              for v in row] for row in m] for m in mask],
                           dtype=torch.int32, device="cuda")
     scale = 192 ** -0.5
-    o, lse = rt.verify_attn(q, kv, block_table, i32(torch, past),
-                            i32(torch, n_nodes), mask_t, scale)
+    tree = kdtree_jit.Tree(i32(torch, n_nodes), None, None, None, None, None,
+                           None, None, mask_t)
+    o, lse = rt.verify_attn(q, kv, block_table, i32(torch, past), tree,
+                            scale)
     torch.cuda.synchronize()
     if c is not None:
         ffi, lib = c
@@ -303,9 +316,9 @@ def small_accept_case(torch):
 def test_out_buffers_are_written_without_allocation():
     rt, torch = _util.need_gpu()
     args, L, _ = small_accept_case(torch)
-    first = rt.tree_accept(*args, L=L)
+    first = rt.tree_accept(*accept_args(args), L=L)
     out = tuple(torch.full_like(x, -7) for x in first)
-    got = rt.tree_accept(*args, L=L, out=out)
+    got = rt.tree_accept(*accept_args(args), L=L, out=out)
     assert all(a is b for a, b in zip(got, out))
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip(first, got))
@@ -314,8 +327,8 @@ def test_out_buffers_are_written_without_allocation():
 def test_bound_launch_equals_a_checked_call():
     rt, torch = _util.need_gpu()
     args, L, _ = small_accept_case(torch)
-    want = rt.tree_accept(*args, L=L)
-    bound = rt.bind("tree_accept", *args, L=L)
+    want = rt.tree_accept(*accept_args(args), L=L)
+    bound = rt.bind("tree_accept", *accept_args(args), L=L)
     got = bound()
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip(want, got))
@@ -325,14 +338,14 @@ def test_bound_launch_equals_a_checked_call():
 def test_callers_stream_is_used():
     rt, torch = _util.need_gpu()
     args, L, _ = small_accept_case(torch)
-    want = rt.tree_accept(*args, L=L)
+    want = rt.tree_accept(*accept_args(args), L=L)
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):  # current stream, picked up by default
-        a = rt.tree_accept(*args, L=L)
-    b = rt.tree_accept(*args, L=L, stream=s)  # explicit
-    c = rt.tree_accept(*args, L=L, stream=s.cuda_stream)  # raw handle
+        a = rt.tree_accept(*accept_args(args), L=L)
+    b = rt.tree_accept(*accept_args(args), L=L, stream=s)  # explicit
+    c = rt.tree_accept(*accept_args(args), L=L, stream=s.cuda_stream)  # raw handle
     s.synchronize()
     for got in (a, b, c):
         assert all(torch.equal(x, y) for x, y in zip(want, got))
@@ -342,10 +355,11 @@ def test_cupy_arrays():
     rt, torch = _util.need_gpu()
     cupy = pytest.importorskip("cupy")
     args, L, _ = small_accept_case(torch)
-    want = rt.tree_accept(*args, L=L)
+    want = rt.tree_accept(*accept_args(args), L=L)
     torch.cuda.synchronize()
     cargs = [cupy.asarray(x.cpu().numpy()) for x in args]
-    got = rt.tree_accept(*cargs, L=L, stream=cupy.cuda.get_current_stream())
+    got = rt.tree_accept(*accept_args(cargs), L=L,
+                         stream=cupy.cuda.get_current_stream())
     cupy.cuda.get_current_stream().synchronize()
     assert all(isinstance(x, cupy.ndarray) for x in got)
     for a, b in zip(want, got):
@@ -372,7 +386,7 @@ def test_library_refuses_bad_pointers_from_python():
     bad = _util.FakeArray((1, 65), "<i4", ptr=base.data_ptr() + 2)
     with pytest.raises(kdtree_jit.KdtreeError,
                        match="KDTREE_ERROR_MISALIGNED.*token"):
-        rt.tree_accept(bad, *args[1:], L=L)
+        rt.tree_accept(*accept_args((bad,) + tuple(args[1:])), L=L)
 
 
 # ---- the drop-in and a whole round in a graph --------------------------------
@@ -430,19 +444,18 @@ def make_round(rt, torch, R=1, L=15, K=8, N=65, V=4096, H=8, P=64,
 
     def run():
         rt.draft_topk(st["logits"], K, out=(lp, ids))
-        tree = rt.build_ddtree(lp, ids, st["budget"], st["root"], N,
+        tree = rt.build_ddtree(kdtree_jit.Draft(lp, ids),
+                               st["budget"], st["root"], N,
                                past_len=st["past"], out=st.get("tree"))
         st["tree"] = tree
-        attn = rt.verify_attn(st["q"], st["kv"], st["bt"], st["past"],
-                              tree.n_nodes, tree.anc_mask, 0.07,
+        attn = rt.verify_attn(st["q"], st["kv"], st["bt"], st["past"], tree,
+                              0.07,
                               out=st.get("attn"))
         st["attn"] = attn
         # A stand-in for the rest of the model: head 0's output through a
         # random projection, argmax per row.
         target = (attn.o[:, :, 0, :] @ st["wo"]).argmax(-1).to(torch.int32)
-        acc = rt.tree_accept(tree.token, tree.first_child,
-                             tree.next_sibling, tree.n_nodes, target, L=L,
-                             out=st.get("acc"))
+        acc = rt.tree_accept(tree, target, L=L, out=st.get("acc"))
         st["acc"] = acc
         return tree, attn, acc
     return run, st
@@ -481,18 +494,19 @@ def test_host_overhead_is_reported():
     # Not a test of speed: prints the figure for the log.
     rt, torch = _util.need_gpu()
     args, L, _ = small_accept_case(torch)
-    out = rt.tree_accept(*args, L=L)
+    tree, target = accept_args(args)
+    out = rt.tree_accept(tree, target, L=L)
     s = torch.cuda.current_stream().cuda_stream
     for _ in range(200):
-        rt.tree_accept(*args, L=L, out=out, stream=s)
+        rt.tree_accept(tree, target, L=L, out=out, stream=s)
     torch.cuda.synchronize()
     n = 2000
     t0 = time.perf_counter()
     for _ in range(n):
-        rt.tree_accept(*args, L=L, out=out, stream=s)
+        rt.tree_accept(tree, target, L=L, out=out, stream=s)
     t1 = time.perf_counter()
     torch.cuda.synchronize()
-    bound = rt.bind("tree_accept", *args, L=L, out=out)
+    bound = rt.bind("tree_accept", *accept_args(args), L=L, out=out)
     t2 = time.perf_counter()
     for _ in range(n):
         bound(s)
@@ -501,3 +515,39 @@ def test_host_overhead_is_reported():
     log("host time per tree_accept call through Python: %.2f us checked "
         "(out= given), %.2f us bound" % ((t1 - t0) / n * 1e6,
                                          (t3 - t2) / n * 1e6))
+
+
+def test_bad_torch_tensors_name_the_argument():
+    """A wrong device, a non-contiguous tensor, an int64 where int32 is
+    needed and a CPU tensor: TypeError/ValueError naming the argument,
+    from the methods and from the torch ops, before anything launches."""
+    rt, torch = _util.need_gpu()
+    import kdtree_jit.torch  # noqa: F401
+    args, L, _ = small_accept_case(torch)
+    tree, target = accept_args(args)
+    ops = torch.ops.kdtree
+    tok, fc, ns, nn = args[0], args[1], args[2], args[3]
+
+    def both(exc, match, **change):
+        a = dict(tok=tok, fc=fc, ns=ns, nn=nn, target=target)
+        a.update(change)
+        with pytest.raises(exc, match="tree_accept: " + match):
+            rt.tree_accept(kdtree_jit.Tree(a["nn"], a["tok"], None, None,
+                                           None, a["fc"], a["ns"], None,
+                                           None), a["target"], L)
+        with pytest.raises(exc, match="tree_accept: " + match):
+            ops.tree_accept(a["nn"], a["tok"], a["fc"], a["ns"], a["target"],
+                            L, None)
+    both(TypeError, "target must be int32, got int64", target=target.long())
+    both(ValueError, "tree.first_child must be contiguous",
+         fc=torch.zeros(1, 2 * fc.shape[1], dtype=torch.int32,
+                        device="cuda")[:, ::2])
+    both(TypeError, "target must be a CUDA array, got a tensor on cpu",
+         target=target.cpu())
+    if torch.cuda.device_count() > 1:
+        both(ValueError, "target is on (CUDA device 1, the runtime on 0|"
+                         "cuda:1, tree.token on cuda:0)",
+             target=target.to("cuda:1"))
+    else:
+        log("one GPU: the wrong-device case ran on fake arrays only "
+            "(test_errors.test_wrong_device, test_torch_ops)")

@@ -1,0 +1,643 @@
+"""The Runtime: the four kernels on one CUDA device.
+
+A launch's cost in Python is what this module is written around: each
+call checks its arrays (kdtree_jit._arrays' one-expression fast path for
+torch tensors), looks up what depends only on the call's sizes in a
+per-shape cache (output shapes, the workspace, a reusable argument
+buffer), packs every field of the C structs the kernel takes into that
+buffer with one struct.pack_into, and calls the C function.  No message
+is built unless something is wrong.
+"""
+
+import collections
+import struct
+import threading
+
+from . import _arrays
+from ._arrays import BF16, F32, I32, U32, U8
+
+Draft = collections.namedtuple("Draft", "lp ids")
+Tree = collections.namedtuple(
+    "Tree", "n_nodes token parent depth position first_child next_sibling "
+            "score anc_mask")
+Attn = collections.namedtuple("Attn", "o lse")
+Accept = collections.namedtuple(
+    "Accept", "accept_len accept_idx accept_token bonus")
+
+# A namedtuple from a sequence of its fields, without the keyword-argument
+# handling of its constructor (on every launch).
+_new = tuple.__new__
+
+# Fixed by the model family (docs/contract.md §3).
+KV_DIM = 576
+V_DIM = 512
+
+_KERNELS = ("draft_topk", "build_ddtree", "verify_attn", "tree_accept")
+
+
+class KdtreeError(RuntimeError):
+    """A libkdtree call failed.  ``status`` is the negative status code,
+    ``name`` its enumerator ("KDTREE_ERROR_SHAPE"), ``detail`` the
+    library's kdtree_last_error() text, ``function`` the C function."""
+
+    def __init__(self, status, name, detail, function):
+        self.status = status
+        self.name = name
+        self.detail = detail
+        self.function = function
+        RuntimeError.__init__(self, "%s: %s: %s" % (function, name, detail))
+
+
+def text(ffi, p):
+    return ffi.string(p).decode("utf-8", "replace") if p != ffi.NULL else None
+
+
+def fail(ffi, lib, st, function):
+    return KdtreeError(st, text(ffi, lib.kdtree_status_name(st)),
+                       text(ffi, lib.kdtree_last_error()), function)
+
+
+def int_arg(fn, name, v):
+    if v.__class__ is int:
+        return v
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            import operator
+            v = operator.index(v)
+        except TypeError:
+            raise TypeError("%s: %s must be an int, got %s"
+                            % (fn, name, type(v).__name__))
+    return int(v)
+
+
+def outputs(out, n, fn, cls):
+    """out= as a list of n entries (None = allocate)."""
+    if out is None:
+        return [None] * n
+    if not isinstance(out, (tuple, list)) or len(out) != n:
+        raise TypeError("%s: out must be a tuple of %d arrays (%s), as %s "
+                        "returns, got %s" % (fn, n, ", ".join(cls._fields),
+                                             fn, type(out).__name__))
+    return list(out)
+
+
+def fields_of(fn, name, obj, names):
+    """The named fields of a Tree- or Draft-like argument."""
+    try:
+        return [getattr(obj, f) for f in names]
+    except AttributeError as e:
+        raise TypeError("%s: %s must have the fields %s (a kdtree_jit.%s), "
+                        "got %s (%s)" % (fn, name, ", ".join(names),
+                                         name.capitalize(),
+                                         type(obj).__name__, e))
+
+
+class Layout(object):
+    """Some of the C structs a kernel takes, back to back in one buffer,
+    each at its C alignment, with the listed fields packed in the order
+    given (the rest zero).  Offsets and sizes come from cffi's reading of
+    kdtree.h, so nothing here restates the header's layout."""
+
+    _CODES = {"uint64_t": "Q", "int32_t": "i", "float": "f"}
+
+    def __init__(self, ffi, *structs):
+        fmt, pos, self.offsets, self.types = "=", 0, [], []
+        for cname, names in structs:
+            t = ffi.typeof(cname)
+            align = ffi.alignof(t)
+            base = (pos + align - 1) // align * align
+            fmt += "x" * (base - pos)
+            self.offsets.append(base)
+            self.types.append(cname + " *")
+            fields = dict(t.fields)
+            pos = base
+            for n in names:
+                f = fields[n]
+                fmt += "x" * (base + f.offset - pos)
+                fmt += self._CODES[f.type.cname]
+                pos = base + f.offset + ffi.sizeof(f.type)
+            fmt += "x" * (base + ffi.sizeof(t) - pos)
+            pos = base + ffi.sizeof(t)
+        self.packer = struct.Struct(fmt)
+        self.size = pos
+        self.ffi = ffi
+
+    def buffer(self):
+        """A new argument buffer: (writable view, pointers to each
+        struct)."""
+        ffi = self.ffi
+        raw = ffi.new("char[]", self.size)
+        ptrs = tuple(ffi.cast(t, raw + off)
+                     for t, off in zip(self.types, self.offsets))
+        return _Buffer(raw, ffi.buffer(raw), ptrs)
+
+
+class _Buffer(object):
+    __slots__ = ("raw", "view", "ptrs")
+
+    def __init__(self, raw, view, ptrs):
+        self.raw, self.view, self.ptrs = raw, view, ptrs
+
+
+class _Shape(object):
+    """What one kernel's calls of one shape share: the output shapes and
+    whatever else follows from the sizes, the memory of each tensor slot
+    (_arrays.Seen), and an argument buffer owned by the thread that made
+    it (another thread gets a fresh one per call, so concurrent callers
+    never share one)."""
+
+    __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep")
+
+    def __init__(self, layout, n_seen, extra, keep=None):
+        self.layout = layout
+        self.buf = layout.buffer()
+        self.owner = threading.get_ident()
+        self.extra = extra
+        self.seen = tuple(_arrays.Seen() for _ in range(n_seen))
+        self.keep = keep  # what the pointers in `extra` point into
+
+    def args(self, private, *values):
+        """Packs `values` into this thread's buffer, or into a new one
+        that a bound launch keeps (`private`); returns its struct pointers
+        and that private buffer (else None)."""
+        if private or threading.get_ident() != self.owner:
+            buf = self.layout.buffer()
+        else:
+            buf = self.buf
+        self.layout.packer.pack_into(buf.view, 0, *values)
+        return buf.ptrs, buf if private else None
+
+
+class Bound(object):
+    """A launch whose arguments were checked once (Runtime.bind)."""
+
+    __slots__ = ("_rt", "_fn", "_name", "_args", "_keep", "result")
+
+    def __init__(self, rt, fn, name, args, keep, result):
+        self._rt, self._fn, self._name, self._args = rt, fn, name, args
+        self._keep = keep  # the argument buffer the pointers point into
+        self.result = result
+
+    def __call__(self, stream=None):
+        rt = self._rt
+        if rt._rt is None:
+            raise ValueError("%s: the runtime was closed" % self._name)
+        st = self._fn(*(self._args + (rt._stream(stream),)))
+        if st:
+            raise fail(rt._ffi, rt._lib, st, self._name)
+        return self.result
+
+
+class Runtime(object):
+    """A libkdtree runtime for one CUDA device (default: torch's current
+    device).  Compiles nothing until a kernel is prepared or launched."""
+
+    def __init__(self, device=None, target=None):
+        from ._lib import load
+        b = load()
+        if device is None:
+            device = _default_device()
+        device = int_arg("Runtime", "device", device)
+        p = b.ffi.new("kdtree_runtime **")
+        if target is None:
+            st = b.lib.kdtree_runtime_create(p, device)
+        else:
+            from . import _c_str
+            st = b.lib.kdtree_runtime_create_for(
+                p, device, _c_str("Runtime", "target", target))
+        if st:
+            raise fail(b.ffi, b.lib, st, "kdtree_runtime_create")
+        self._setup(b.ffi, b.lib, p[0], device)
+
+    def _setup(self, ffi, lib, handle, device):
+        """The state every method uses (tests make offline runtimes with a
+        NULL handle through this)."""
+        _arrays.torch_module()
+        self._ffi, self._lib, self._rt = ffi, lib, handle
+        self.device = device
+        self._streams = {}
+        self._shapes = {}
+        self._layouts = {}
+        # The arguments each kernel reads its sizes from.
+        self._seen = {"draft_topk": (_arrays.Seen(),),
+                      "build_ddtree": (_arrays.Seen(),),
+                      "verify_attn": (_arrays.Seen(), _arrays.Seen(),
+                                      _arrays.Seen()),
+                      "tree_accept": (_arrays.Seen(),)}
+
+    def close(self):
+        """Unloads the runtime's modules (no launch may be in flight)."""
+        rt, self._rt = getattr(self, "_rt", None), None
+        if rt is not None and rt != self._ffi.NULL:
+            self._lib.kdtree_runtime_destroy(rt)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self, fn):
+        if self._rt is None:
+            raise ValueError("%s: the runtime was closed" % fn)
+        return self._rt
+
+    @property
+    def arch(self):
+        """The device's architecture as the runtime names it ("sm_90a" on
+        Hopper, "sm_120")."""
+        return text(self._ffi, self._lib.kdtree_runtime_arch(
+            self._handle("arch")))
+
+    @property
+    def target(self):
+        """What the runtime builds its kernels for ("sm_90a", "sm_90",
+        "compute_90")."""
+        return text(self._ffi, self._lib.kdtree_runtime_target(
+            self._handle("target")))
+
+    def _stream(self, stream):
+        if stream is None:
+            h = _arrays.current_stream(self.device)
+        else:
+            h = _arrays.stream_handle(stream, self.device)
+        s = self._streams.get(h)
+        if s is None:
+            s = self._ffi.cast("void *", h)
+            self._streams[h] = s
+        return s
+
+    def _layout(self, kernel, *structs):
+        lay = self._layouts.get(kernel)
+        if lay is None:
+            lay = self._layouts[kernel] = Layout(self._ffi, *structs)
+        return lay
+
+    def _call(self, cname, cfn, args, buf, stream, result, bind):
+        if bind:
+            return Bound(self, cfn, cname, args, buf, result)
+        st = cfn(*(args + (self._stream(stream),)))
+        if st:
+            raise fail(self._ffi, self._lib, st, cname)
+        return result
+
+    def bind(self, kernel, *args, **kwargs):
+        """Checks a kernel's arguments once and returns a Bound launch:
+        calling it (``bound(stream=None)``) launches with the pointers
+        resolved now, skipping every check, and returns the same outputs
+        each time.  The arrays must stay alive and in place.  For loops
+        that do not use CUDA graphs and care about microseconds."""
+        if kernel not in _KERNELS:
+            raise ValueError("bind: no kernel named %r; there are %s"
+                             % (kernel, ", ".join(_KERNELS)))
+        if "stream" in kwargs:
+            raise TypeError("bind: give the stream when calling the bound "
+                            "launch")
+        return getattr(self, kernel)(*args, _bind=True, **kwargs)
+
+    def prepare(self, kernel, shape=None, **constants):
+        """Compiles (or fetches from the cache) and loads `kernel` for a
+        shape, so that launches of it are hot: call it before capturing a
+        CUDA graph.  The shape as for kdtree_jit.compile()."""
+        from . import _c_str, _shape_string
+        name = _c_str("prepare", "kernel", kernel)
+        shape = _shape_string(kernel, shape, constants, "prepare")
+        st = self._lib.kdtree_prepare(self._handle("prepare"), name, shape)
+        if st:
+            raise fail(self._ffi, self._lib, st, "kdtree_prepare")
+
+    # ---- §1 draft_topk -------------------------------------------------
+
+    def draft_topk(self, logits, k, out=None, stream=None, _bind=False):
+        """The k largest logits of each row and their log-probabilities.
+        logits: float32 or bfloat16 [..., V] (typically [R, L, V]); returns
+        Draft(lp float32 [..., k], ids int32 [..., k])."""
+        fn = "draft_topk"
+        dev = self.device
+        if k.__class__ is not int:
+            k = int_arg(fn, "k", k)
+        lg_p, shp, dt = _arrays.seen_first(fn, "logits", logits, (F32, BF16),
+                                           None, dev, self._seen[fn][0])
+        key = (fn, shp, dt, k)
+        st = self._shapes.get(key)
+        if st is None:
+            st = self._draft_shape(fn, key, shp, dt, k)
+        oshape, n_rows, vocab, dtype = st.extra
+        if out is None:
+            e, n = _arrays.empty, _arrays.new_ptr
+            lp, ids = e(oshape, F32, dev, logits), e(oshape, I32, dev, logits)
+            lp_p, ids_p = n(lp), n(ids)
+        else:
+            lp, ids = outputs(out, 2, fn, Draft)
+            sv, sp = st.seen, _arrays.seen_ptr
+            lp_p = sp(fn, "out.lp", lp, F32, oshape, dev, sv[0])
+            ids_p = sp(fn, "out.ids", ids, I32, oshape, dev, sv[1])
+        ptrs, buf = st.args(_bind, lp_p, ids_p, n_rows, 1, k)
+        return self._call("kdtree_draft_topk", self._lib.kdtree_draft_topk,
+                          (self._handle(fn), ptrs[0], lg_p, dtype, vocab),
+                          buf, stream, _new(Draft, (lp, ids)), _bind)
+
+    def _draft_shape(self, fn, key, shp, dt, k):
+        if len(shp) < 2:
+            raise ValueError("%s: logits must have shape [..., V] with at "
+                             "least 2 dimensions, got %s" % (fn, list(shp)))
+        n_rows = 1
+        for d in shp[:-1]:
+            n_rows *= d
+        lay = self._layout(fn, ("kdtree_draft", ("lp", "ids", "n_requests",
+                                                 "depth", "k")))
+        # The library checks k and the sizes against the kernel's limits.
+        st = _Shape(lay, 2, (tuple(shp[:-1]) + (k,), n_rows, shp[-1],
+                             1 if dt is BF16 else 0))
+        self._shapes[key] = st
+        return st
+
+    # ---- §2 build_ddtree -----------------------------------------------
+
+    def build_ddtree(self, draft, budget, root_token, n_max,
+                     depth_limit=None, past_len=None, want_score=False,
+                     out=None, stream=None, _bind=False):
+        """Best-first selection of each request's draft tree.  draft: a
+        Draft (lp float32 [R, L, K], ids int32 [R, L, K]), as draft_topk
+        returns; budget, root_token, depth_limit, past_len int32 [R] (the
+        last two optional); n_max rows per request.  Returns Tree(n_nodes
+        [R], token, parent, depth, position, first_child, next_sibling
+        [R, n_max] int32, score float32 [R, n_max] or None, anc_mask int32
+        [R, n_max, ceil(n_max/32)]: the bits of ancestor-or-self rows)."""
+        fn = "build_ddtree"
+        dev = self.device
+        if n_max.__class__ is not int:
+            n_max = int_arg(fn, "n_max", n_max)
+        try:
+            lp, ids = draft.lp, draft.ids
+        except AttributeError:
+            lp, ids = fields_of(fn, "draft", draft, ("lp", "ids"))
+        lp_p, shp, _ = _arrays.seen_first(fn, "draft.lp", lp, (F32,), 3, dev,
+                                          self._seen[fn][0])
+        key = (fn, shp, n_max, bool(want_score))
+        st = self._shapes.get(key)
+        if st is None:
+            st = self._tree_shape(fn, key, shp, n_max)
+        rs, dims, rows, mshape = st.extra
+        R, L, K = dims
+        sv, sp = st.seen, _arrays.seen_ptr
+        ids_p = sp(fn, "draft.ids", ids, I32, dims, dev, sv[0])
+        budget_p = sp(fn, "budget", budget, I32, rs, dev, sv[1])
+        root_p = sp(fn, "root_token", root_token, I32, rs, dev, sv[2])
+        sp0 = _arrays.seen_ptr_or_0
+        dl_p = sp0(fn, "depth_limit", depth_limit, I32, rs, dev, sv[3])
+        pl_p = sp0(fn, "past_len", past_len, I32, rs, dev, sv[4])
+        if out is None:
+            o = self._new_tree(st, dev, lp, want_score)
+            n = _arrays.new_ptr
+            t = [0 if x is None else n(x) for x in o]
+        else:
+            o = outputs(out, 9, fn, Tree)
+            t = [sp(fn, "out.n_nodes", o[0], I32, rs, dev, sv[5]),
+                 sp(fn, "out.token", o[1], I32, rows, dev, sv[6]),
+                 sp(fn, "out.parent", o[2], I32, rows, dev, sv[7]),
+                 sp(fn, "out.depth", o[3], I32, rows, dev, sv[8]),
+                 sp(fn, "out.position", o[4], I32, rows, dev, sv[9]),
+                 sp(fn, "out.first_child", o[5], I32, rows, dev, sv[10]),
+                 sp(fn, "out.next_sibling", o[6], I32, rows, dev, sv[11]),
+                 sp0(fn, "out.score", o[7], F32, rows, dev, sv[12]),
+                 self._mask_ptr(fn, "out.anc_mask", o[8], mshape, sv[13])]
+        ptrs, buf = st.args(_bind, *(t + [R, n_max, lp_p, ids_p, R, L, K,
+                                          budget_p, root_p, dl_p, pl_p, R]))
+        return self._call("kdtree_build_ddtree", self._lib.kdtree_build_ddtree,
+                          (self._handle(fn),) + ptrs, buf, stream, _new(Tree, o), _bind)
+
+    def _tree_shape(self, fn, key, shp, n_max):
+        R, L, K = shp
+        lay = self._layout(
+            fn,
+            ("kdtree_tree", Tree._fields + ("n_requests", "n_max")),
+            ("kdtree_draft", ("lp", "ids", "n_requests", "depth", "k")),
+            ("kdtree_requests", ("budget", "root_token", "depth_limit",
+                                 "past_len", "n_requests")))
+        W = (n_max + 31) // 32
+        st = _Shape(lay, 14, ((R,), tuple(shp), (R, n_max), (R, n_max, W)))
+        self._shapes[key] = st
+        return st
+
+    def _new_tree(self, st, dev, like, want_score):
+        rs, _, rows, mshape = st.extra
+        e = _arrays.empty
+        return [e(rs, I32, dev, like), e(rows, I32, dev, like),
+                e(rows, I32, dev, like), e(rows, I32, dev, like),
+                e(rows, I32, dev, like), e(rows, I32, dev, like),
+                e(rows, I32, dev, like),
+                e(rows, F32, dev, like) if want_score else None,
+                e(mshape, I32, dev, like)]
+
+    def _mask_ptr(self, fn, name, m, mshape, seen):
+        """anc_mask: int32 or uint32 words."""
+        dev = self.device
+        if m.__class__ is _arrays._Tensor and m.dtype is U32.torch:
+            return _arrays.seen_ptr(fn, name, m, U32, mshape, dev, seen)
+        if m.__class__ is _arrays._Tensor:
+            return _arrays.seen_ptr(fn, name, m, I32, mshape, dev, seen)
+        return _arrays.checked(fn, name, m, (I32, U32), mshape, dev)[0]
+
+    # ---- §3 verify_attn ------------------------------------------------
+
+    def verify_attn_workspace_size(self, n_requests, n_heads, n_max,
+                                   page_size, max_pages):
+        """The bytes of device memory verify_attn needs for this shape."""
+        fn = "verify_attn_workspace_size"
+        ffi = self._ffi
+        out = ffi.new("uint64_t *")
+        st = self._lib.kdtree_verify_attn_workspace_size(
+            out, self._handle(fn),
+            ffi.new("kdtree_attn *", {"n_heads": n_heads}),
+            ffi.new("kdtree_tree *", {"n_requests": n_requests,
+                                      "n_max": n_max}),
+            ffi.new("kdtree_kv_cache *", {"page_size": page_size,
+                                          "max_pages": max_pages}))
+        if st:
+            raise fail(ffi, self._lib, st,
+                       "kdtree_verify_attn_workspace_size")
+        return int(out[0])
+
+    def verify_attn(self, q, kv_cache, block_table, past_len, tree, scale,
+                    want_lse=True, workspace=None, out=None, stream=None,
+                    _bind=False):
+        """Absorbed-MLA tree attention.  q bfloat16 [R, N_MAX, H, 576],
+        kv_cache bfloat16 [pages, PAGE, 576], block_table int32
+        [R, max_pages], past_len int32 [R], tree: a Tree (its n_nodes
+        int32 [R] and anc_mask int32/uint32 [R, N_MAX, ceil(N_MAX/32)] are
+        read); workspace, if given, uint8 [bytes] of at least
+        verify_attn_workspace_size().  Returns Attn(o bfloat16
+        [R, N_MAX, H, 512], lse float32 [R, N_MAX, H] or None).  Without
+        `workspace`, the runtime allocates one per shape and keeps it."""
+        fn = "verify_attn"
+        dev = self.device
+        if scale.__class__ is not float:
+            if not isinstance(scale, (float, int)) or isinstance(scale, bool):
+                raise TypeError("%s: scale must be a float, got %s"
+                                % (fn, type(scale).__name__))
+            scale = float(scale)
+        try:
+            n_nodes, anc_mask = tree.n_nodes, tree.anc_mask
+        except AttributeError:
+            n_nodes, anc_mask = fields_of(fn, "tree", tree,
+                                          ("n_nodes", "anc_mask"))
+        sf, f = self._seen[fn], _arrays.seen_first
+        q_p, qs, _ = f(fn, "q", q, (BF16,), 4, dev, sf[0])
+        kv_p, ks, _ = f(fn, "kv_cache", kv_cache, (BF16,), 3, dev, sf[1])
+        bt_p, bs, _ = f(fn, "block_table", block_table, (I32,), 2, dev,
+                        sf[2])
+        own_ws = workspace is None
+        key = (fn, qs, ks[1], ks[2], bs, bool(want_lse), own_ws)
+        st = self._shapes.get(key)
+        if st is None:
+            st = self._attn_shape(fn, key, qs, ks, bs)
+        rs, oshape, lshape, mshape, page = st.extra
+        R, N, H, _ = qs
+        sv, sp = st.seen, _arrays.seen_ptr
+        pl_p = sp(fn, "past_len", past_len, I32, rs, dev, sv[0])
+        nn_p = sp(fn, "tree.n_nodes", n_nodes, I32, rs, dev, sv[1])
+        m_p = self._mask_ptr(fn, "tree.anc_mask", anc_mask, mshape, sv[2])
+        if not own_ws:
+            ws_p, (ws_n,), _ = _arrays.checked(fn, "workspace", workspace,
+                                               (U8,), (None,), dev)
+        else:
+            ws = st.keep
+            if ws is None:
+                # Only after every check: this asks the library.
+                ws = st.keep = self._workspace(R, H, N, page, bs[1], q)
+            ws_p, ws_n = ws[1], ws[2]
+        if out is None:
+            e, n = _arrays.empty, _arrays.new_ptr
+            o = e(oshape, BF16, dev, q)
+            lse = e(lshape, F32, dev, q) if want_lse else None
+            o_p, lse_p = n(o), 0 if lse is None else n(lse)
+        else:
+            o, lse = outputs(out, 2, fn, Attn)
+            o_p = sp(fn, "out.o", o, BF16, oshape, dev, sv[3])
+            lse_p = _arrays.seen_ptr_or_0(fn, "out.lse", lse, F32, lshape,
+                                          dev, sv[4])
+        ptrs, buf = st.args(_bind, q_p, o_p, lse_p, ws_p, ws_n, H, scale,
+                            nn_p, m_p, R, N, pl_p, R, kv_p, bt_p, page,
+                            bs[1])
+        return self._call("kdtree_verify_attn", self._lib.kdtree_verify_attn,
+                          (self._handle(fn),) + ptrs, buf, stream,
+                          _new(Attn, (o, lse)), _bind)
+
+    def _attn_shape(self, fn, key, qs, ks, bs):
+        R, N, H, d = qs
+        if d != KV_DIM:
+            raise ValueError("%s: q must have shape [?, ?, ?, %d], got %s"
+                             % (fn, KV_DIM, list(qs)))
+        if ks[2] != KV_DIM:
+            raise ValueError("%s: kv_cache must have shape [?, ?, %d], got "
+                             "%s" % (fn, KV_DIM, list(ks)))
+        if bs[0] != R:
+            raise ValueError("%s: block_table must have shape [%d, ?], got "
+                             "%s" % (fn, R, list(bs)))
+        lay = self._layout(
+            fn,
+            ("kdtree_attn", ("q", "o", "lse", "workspace", "workspace_bytes",
+                             "n_heads", "scale")),
+            ("kdtree_tree", ("n_nodes", "anc_mask", "n_requests", "n_max")),
+            ("kdtree_requests", ("past_len", "n_requests")),
+            ("kdtree_kv_cache", ("data", "block_table", "page_size",
+                                 "max_pages")))
+        W = (N + 31) // 32
+        st = _Shape(lay, 5, ((R,), (R, N, H, V_DIM), (R, N, H), (R, N, W),
+                             ks[1]))
+        self._shapes[key] = st
+        return st
+
+    def _workspace(self, R, H, N, page, max_pages, like):
+        """(array or None, pointer, bytes): the workspace the runtime keeps
+        for one verify_attn shape."""
+        n = self.verify_attn_workspace_size(R, H, N, page, max_pages)
+        if not n:
+            return (None, 0, 0)
+        ws = _arrays.empty((max(n, 16),), U8, self.device, like)
+        return (ws, _arrays.new_ptr(ws), n)
+
+    # ---- §4 tree_accept ------------------------------------------------
+
+    def tree_accept(self, tree, target, L, max_accept=None, out=None,
+                    stream=None, _bind=False):
+        """Walks each tree from the root along the target's tokens.  tree:
+        a Tree (its n_nodes int32 [R], token, first_child, next_sibling
+        int32 [R, N_MAX] are read); target int32 [R, N_MAX]; max_accept
+        int32 [R] or None.  Returns Accept(accept_len [R], accept_idx
+        [R, L+1], accept_token [R, L+1], bonus [R])."""
+        fn = "tree_accept"
+        dev = self.device
+        if L.__class__ is not int:
+            L = int_arg(fn, "L", L)
+        try:
+            n_nodes, token = tree.n_nodes, tree.token
+            first_child, next_sibling = tree.first_child, tree.next_sibling
+        except AttributeError:
+            n_nodes, token, first_child, next_sibling = fields_of(
+                fn, "tree", tree,
+                ("n_nodes", "token", "first_child", "next_sibling"))
+        tok_p, ts, _ = _arrays.seen_first(fn, "tree.token", token, (I32,), 2,
+                                          dev, self._seen[fn][0])
+        key = (fn, ts, L)
+        st = self._shapes.get(key)
+        if st is None:
+            st = self._accept_shape(fn, key, ts, L)
+        rs, ps = st.extra
+        R, N = ts
+        sv, sp = st.seen, _arrays.seen_ptr
+        fc_p = sp(fn, "tree.first_child", first_child, I32, ts, dev, sv[0])
+        ns_p = sp(fn, "tree.next_sibling", next_sibling, I32, ts, dev, sv[1])
+        nn_p = sp(fn, "tree.n_nodes", n_nodes, I32, rs, dev, sv[2])
+        tg_p = sp(fn, "target", target, I32, ts, dev, sv[3])
+        ma_p = _arrays.seen_ptr_or_0(fn, "max_accept", max_accept, I32, rs,
+                                     dev, sv[4])
+        if out is None:
+            e, n = _arrays.empty, _arrays.new_ptr
+            o = (e(rs, I32, dev, token), e(ps, I32, dev, token),
+                 e(ps, I32, dev, token), e(rs, I32, dev, token))
+            a0, a1, a2, a3 = n(o[0]), n(o[1]), n(o[2]), n(o[3])
+        else:
+            o = outputs(out, 4, fn, Accept)
+            a0 = sp(fn, "out.accept_len", o[0], I32, rs, dev, sv[5])
+            a1 = sp(fn, "out.accept_idx", o[1], I32, ps, dev, sv[6])
+            a2 = sp(fn, "out.accept_token", o[2], I32, ps, dev, sv[7])
+            a3 = sp(fn, "out.bonus", o[3], I32, rs, dev, sv[8])
+        ptrs, buf = st.args(_bind, a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p,
+                            ns_p, R, N, ma_p, R)
+        acc_p, tree_p, req_p = ptrs
+        return self._call("kdtree_tree_accept", self._lib.kdtree_tree_accept,
+                          (self._handle(fn), acc_p, tree_p, tg_p, req_p),
+                          buf, stream, _new(Accept, o), _bind)
+
+    def _accept_shape(self, fn, key, ts, L):
+        R, N = ts
+        lay = self._layout(
+            fn,
+            ("kdtree_accept", Accept._fields + ("n_requests", "depth")),
+            ("kdtree_tree", ("n_nodes", "token", "first_child",
+                             "next_sibling", "n_requests", "n_max")),
+            ("kdtree_requests", ("max_accept", "n_requests")))
+        st = _Shape(lay, 9, ((R,), (R, L + 1)))
+        self._shapes[key] = st
+        return st
+
+
+def _default_device():
+    torch = _arrays.torch_module()
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.current_device()
+    cupy = _arrays.cupy_module()
+    if cupy is not None:
+        try:
+            return cupy.cuda.Device().id
+        except Exception:
+            pass
+    return 0
