@@ -33,7 +33,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # python/, run from a checkout
+try:
+    import kdtree_jit  # noqa: F401  (installed: run that one)
+except ImportError:
+    sys.path.insert(0, os.path.dirname(HERE))  # python/ of a checkout
 
 import torch  # noqa: E402
 

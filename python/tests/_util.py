@@ -8,7 +8,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # python/, for kdtree_jit
+# python/, for kdtree_jit; KDTREE_TEST_INSTALLED=1 tests the installed
+# package instead (a wheel on the GPU host).
+if not os.environ.get("KDTREE_TEST_INSTALLED"):
+    sys.path.insert(0, os.path.dirname(HERE))
 
 # Never touch the user's cache: every test process gets its own.
 if not os.environ.get("KDTREE_TEST_KEEP_CACHE"):
