@@ -148,7 +148,7 @@ def checked(fn, name, x, dtypes, shape, device):
 def ptr(fn, name, x, dt, shape, device):
     """The pointer of `x` after checking it is a contiguous array of DType
     `dt` and exactly `shape` on CUDA device `device`."""
-    if x.__class__ is _Tensor and x.dtype is dt.torch and \
+    if x.__class__ is _Tensor and x.dtype is dt.torch and x.is_cuda and \
             x.get_device() == device and x.shape == shape and \
             x.is_contiguous():
         return x.data_ptr()
@@ -222,8 +222,8 @@ def first(fn, name, x, dtypes, ndim, device):
     """(pointer, shape, DType) of the argument whose shape sets a call's
     sizes: checked like ptr() for one of `dtypes` and `ndim` dimensions
     (None: any number), any sizes."""
-    if x.__class__ is _Tensor and x.get_device() == device and \
-            x.is_contiguous():
+    if x.__class__ is _Tensor and x.is_cuda and x.get_device() == device \
+            and x.is_contiguous():
         xd = x.dtype
         for d in dtypes:
             if xd is d.torch:
