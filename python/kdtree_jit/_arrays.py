@@ -156,18 +156,26 @@ def ptr(fn, name, x, dt, shape, device):
 
 
 class Seen(object):
-    """One argument slot's memory of the tensor it was last given: a weak
-    reference and the pointer it had then.  The same tensor object with
-    the same pointer passed the checks then, and could not have changed
-    what they read since without a new pointer (dtype and device never
-    change; a resize that grows it or a set_() moves it; one that shrinks
-    it leaves its storage, so the kernel stays within it), so seeing it
-    again costs a weakref call and a data_ptr() instead of six reads."""
+    """One argument slot: what it must hold (the function and argument
+    names for messages, the DTypes, the shape or number of dimensions,
+    the device, whether None is allowed), and its memory of the tensor it
+    was last given: a weak reference and the pointer it had then.  The
+    same tensor object with the same pointer passed the checks then, and
+    could not have changed what they read since without a new pointer
+    (dtype and device never change; a resize that grows it or a set_()
+    moves it; one that shrinks it leaves its storage, so the kernel stays
+    within it), so seeing it again costs a weakref call and a data_ptr()
+    instead of six reads."""
 
-    __slots__ = ("last",)
+    __slots__ = ("last", "fn", "name", "dtypes", "shape", "ndim", "device",
+                 "optional")
 
-    def __init__(self):
-        self.last = None  # (weakref, pointer), replaced as one
+    def __init__(self, fn, name, dtypes, device, shape=None, ndim=None,
+                 optional=False):
+        self.last = None  # (weakref, pointer[, shape, DType]), one value
+        self.fn, self.name, self.dtypes = fn, name, dtypes
+        self.shape, self.ndim, self.device = shape, ndim, device
+        self.optional = optional
 
 
 def _weak(x, p):
@@ -177,45 +185,42 @@ def _weak(x, p):
         return None
 
 
-def seen_ptr(fn, name, x, dt, shape, device, seen):
-    """ptr(), remembered in `seen` for the next call."""
+def seen_ptr(seen, x):
+    """The pointer of `x` for the slot `seen`, checked (ptr()) unless it
+    is the tensor the slot saw last; 0 for None in an optional slot."""
     last = seen.last
-    if last is not None and last[0]() is x:
+    if last is not None and x is not None and last[0]() is x:
         p = x.data_ptr()
         if p == last[1]:
             return p
-    p = ptr(fn, name, x, dt, shape, device)
+    if x is None and seen.optional:
+        return 0
+    if len(seen.dtypes) == 1:
+        p = ptr(seen.fn, seen.name, x, seen.dtypes[0], seen.shape,
+                seen.device)
+    else:
+        p = checked(seen.fn, seen.name, x, seen.dtypes, seen.shape,
+                    seen.device)[0]
     if x.__class__ is _Tensor:
         seen.last = _weak(x, p)
     return p
 
 
-def seen_first(fn, name, x, dtypes, ndim, device, seen):
-    """first() (ndim None: any number of dimensions), remembered in
-    `seen` with the shape and DType it found."""
+def seen_first(seen, x):
+    """first() for the slot `seen` (its ndim None: any number of
+    dimensions): (pointer, shape, DType), remembered with the shape and
+    DType it found."""
     last = seen.last
-    if last is not None and last[0]() is x:
+    if last is not None and x is not None and last[0]() is x:
         p = x.data_ptr()
         if p == last[1]:
             return p, last[2], last[3]
-    p, shp, dt = first(fn, name, x, dtypes, ndim, device)
+    p, shp, dt = first(seen.fn, seen.name, x, seen.dtypes, seen.ndim,
+                       seen.device)
     if x.__class__ is _Tensor:
         w = _weak(x, p)
         seen.last = None if w is None else w + (shp, dt)
     return p, shp, dt
-
-
-def seen_ptr_or_0(fn, name, x, dt, shape, device, seen):
-    if x is None:
-        return 0
-    return seen_ptr(fn, name, x, dt, shape, device, seen)
-
-
-def ptr_or_0(fn, name, x, dt, shape, device):
-    """ptr(), or 0 for an optional argument given as None."""
-    if x is None:
-        return 0
-    return ptr(fn, name, x, dt, shape, device)
 
 
 def first(fn, name, x, dtypes, ndim, device):

@@ -148,13 +148,13 @@ class _Shape(object):
 
     __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep")
 
-    def __init__(self, layout, n_seen, extra, keep=None):
+    def __init__(self, layout, seen, extra):
         self.layout = layout
         self.buf = layout.buffer()
         self.owner = threading.get_ident()
         self.extra = extra
-        self.seen = tuple(_arrays.Seen() for _ in range(n_seen))
-        self.keep = keep  # what the pointers in `extra` point into
+        self.seen = tuple(seen)
+        self.keep = None  # what pointers in the arguments point into
 
     def args(self, private, *values):
         """Packs `values` into this thread's buffer, or into a new one
@@ -219,11 +219,18 @@ class Runtime(object):
         self._shapes = {}
         self._layouts = {}
         # The arguments each kernel reads its sizes from.
-        self._seen = {"draft_topk": (_arrays.Seen(),),
-                      "build_ddtree": (_arrays.Seen(),),
-                      "verify_attn": (_arrays.Seen(), _arrays.Seen(),
-                                      _arrays.Seen()),
-                      "tree_accept": (_arrays.Seen(),)}
+        S = _arrays.Seen
+        self._seen = {
+            "draft_topk": (S("draft_topk", "logits", (F32, BF16), device),),
+            "build_ddtree": (S("build_ddtree", "draft.lp", (F32,), device,
+                               ndim=3),),
+            "verify_attn": (S("verify_attn", "q", (BF16,), device, ndim=4),
+                            S("verify_attn", "kv_cache", (BF16,), device,
+                              ndim=3),
+                            S("verify_attn", "block_table", (I32,), device,
+                              ndim=2)),
+            "tree_accept": (S("tree_accept", "tree.token", (I32,), device,
+                              ndim=2),)}
 
     def close(self):
         """Unloads the runtime's modules (no launch may be in flight)."""
@@ -322,8 +329,7 @@ class Runtime(object):
         dev = self.device
         if k.__class__ is not int:
             k = int_arg(fn, "k", k)
-        lg_p, shp, dt = _arrays.seen_first(fn, "logits", logits, (F32, BF16),
-                                           None, dev, self._seen[fn][0])
+        lg_p, shp, dt = _arrays.seen_first(self._seen[fn][0], logits)
         key = (fn, shp, dt, k)
         st = self._shapes.get(key)
         if st is None:
@@ -336,8 +342,7 @@ class Runtime(object):
         else:
             lp, ids = outputs(out, 2, fn, Draft)
             sv, sp = st.seen, _arrays.seen_ptr
-            lp_p = sp(fn, "out.lp", lp, F32, oshape, dev, sv[0])
-            ids_p = sp(fn, "out.ids", ids, I32, oshape, dev, sv[1])
+            lp_p, ids_p = sp(sv[0], lp), sp(sv[1], ids)
         ptrs, buf = st.args(_bind, lp_p, ids_p, n_rows, 1, k)
         return self._call("kdtree_draft_topk", self._lib.kdtree_draft_topk,
                           (self._handle(fn), ptrs[0], lg_p, dtype, vocab),
@@ -353,8 +358,11 @@ class Runtime(object):
         lay = self._layout(fn, ("kdtree_draft", ("lp", "ids", "n_requests",
                                                  "depth", "k")))
         # The library checks k and the sizes against the kernel's limits.
-        st = _Shape(lay, 2, (tuple(shp[:-1]) + (k,), n_rows, shp[-1],
-                             1 if dt is BF16 else 0))
+        oshape = tuple(shp[:-1]) + (k,)
+        S, dev = _arrays.Seen, self.device
+        st = _Shape(lay, (S(fn, "out.lp", (F32,), dev, oshape),
+                          S(fn, "out.ids", (I32,), dev, oshape)),
+                    (oshape, n_rows, shp[-1], 1 if dt is BF16 else 0))
         self._shapes[key] = st
         return st
 
@@ -378,8 +386,7 @@ class Runtime(object):
             lp, ids = draft.lp, draft.ids
         except AttributeError:
             lp, ids = fields_of(fn, "draft", draft, ("lp", "ids"))
-        lp_p, shp, _ = _arrays.seen_first(fn, "draft.lp", lp, (F32,), 3, dev,
-                                          self._seen[fn][0])
+        lp_p, shp, _ = _arrays.seen_first(self._seen[fn][0], lp)
         key = (fn, shp, n_max, bool(want_score))
         st = self._shapes.get(key)
         if st is None:
@@ -387,27 +394,18 @@ class Runtime(object):
         rs, dims, rows, mshape = st.extra
         R, L, K = dims
         sv, sp = st.seen, _arrays.seen_ptr
-        ids_p = sp(fn, "draft.ids", ids, I32, dims, dev, sv[0])
-        budget_p = sp(fn, "budget", budget, I32, rs, dev, sv[1])
-        root_p = sp(fn, "root_token", root_token, I32, rs, dev, sv[2])
-        sp0 = _arrays.seen_ptr_or_0
-        dl_p = sp0(fn, "depth_limit", depth_limit, I32, rs, dev, sv[3])
-        pl_p = sp0(fn, "past_len", past_len, I32, rs, dev, sv[4])
+        ids_p, budget_p = sp(sv[0], ids), sp(sv[1], budget)
+        root_p, dl_p = sp(sv[2], root_token), sp(sv[3], depth_limit)
+        pl_p = sp(sv[4], past_len)
         if out is None:
             o = self._new_tree(st, dev, lp, want_score)
             n = _arrays.new_ptr
             t = [0 if x is None else n(x) for x in o]
         else:
             o = outputs(out, 9, fn, Tree)
-            t = [sp(fn, "out.n_nodes", o[0], I32, rs, dev, sv[5]),
-                 sp(fn, "out.token", o[1], I32, rows, dev, sv[6]),
-                 sp(fn, "out.parent", o[2], I32, rows, dev, sv[7]),
-                 sp(fn, "out.depth", o[3], I32, rows, dev, sv[8]),
-                 sp(fn, "out.position", o[4], I32, rows, dev, sv[9]),
-                 sp(fn, "out.first_child", o[5], I32, rows, dev, sv[10]),
-                 sp(fn, "out.next_sibling", o[6], I32, rows, dev, sv[11]),
-                 sp0(fn, "out.score", o[7], F32, rows, dev, sv[12]),
-                 self._mask_ptr(fn, "out.anc_mask", o[8], mshape, sv[13])]
+            t = [sp(sv[5], o[0]), sp(sv[6], o[1]), sp(sv[7], o[2]),
+                 sp(sv[8], o[3]), sp(sv[9], o[4]), sp(sv[10], o[5]),
+                 sp(sv[11], o[6]), sp(sv[12], o[7]), sp(sv[13], o[8])]
         ptrs, buf = st.args(_bind, *(t + [R, n_max, lp_p, ids_p, R, L, K,
                                           budget_p, root_p, dl_p, pl_p, R]))
         return self._call("kdtree_build_ddtree", self._lib.kdtree_build_ddtree,
@@ -422,7 +420,18 @@ class Runtime(object):
             ("kdtree_requests", ("budget", "root_token", "depth_limit",
                                  "past_len", "n_requests")))
         W = (n_max + 31) // 32
-        st = _Shape(lay, 14, ((R,), tuple(shp), (R, n_max), (R, n_max, W)))
+        rs, dims, rows, mshape = (R,), tuple(shp), (R, n_max), (R, n_max, W)
+        S, dev = _arrays.Seen, self.device
+        seen = [S(fn, "draft.ids", (I32,), dev, dims),
+                S(fn, "budget", (I32,), dev, rs),
+                S(fn, "root_token", (I32,), dev, rs),
+                S(fn, "depth_limit", (I32,), dev, rs, optional=True),
+                S(fn, "past_len", (I32,), dev, rs, optional=True)]
+        seen += [S(fn, "out." + f, (I32,), dev, rs if f == "n_nodes" else
+                   rows) for f in Tree._fields[:7]]
+        seen += [S(fn, "out.score", (F32,), dev, rows, optional=True),
+                 S(fn, "out.anc_mask", (I32, U32), dev, mshape)]
+        st = _Shape(lay, seen, (rs, dims, rows, mshape))
         self._shapes[key] = st
         return st
 
@@ -435,15 +444,6 @@ class Runtime(object):
                 e(rows, I32, dev, like),
                 e(rows, F32, dev, like) if want_score else None,
                 e(mshape, I32, dev, like)]
-
-    def _mask_ptr(self, fn, name, m, mshape, seen):
-        """anc_mask: int32 or uint32 words."""
-        dev = self.device
-        if m.__class__ is _arrays._Tensor and m.dtype is U32.torch:
-            return _arrays.seen_ptr(fn, name, m, U32, mshape, dev, seen)
-        if m.__class__ is _arrays._Tensor:
-            return _arrays.seen_ptr(fn, name, m, I32, mshape, dev, seen)
-        return _arrays.checked(fn, name, m, (I32, U32), mshape, dev)[0]
 
     # ---- §3 verify_attn ------------------------------------------------
 
@@ -489,10 +489,9 @@ class Runtime(object):
             n_nodes, anc_mask = fields_of(fn, "tree", tree,
                                           ("n_nodes", "anc_mask"))
         sf, f = self._seen[fn], _arrays.seen_first
-        q_p, qs, _ = f(fn, "q", q, (BF16,), 4, dev, sf[0])
-        kv_p, ks, _ = f(fn, "kv_cache", kv_cache, (BF16,), 3, dev, sf[1])
-        bt_p, bs, _ = f(fn, "block_table", block_table, (I32,), 2, dev,
-                        sf[2])
+        q_p, qs, _ = f(sf[0], q)
+        kv_p, ks, _ = f(sf[1], kv_cache)
+        bt_p, bs, _ = f(sf[2], block_table)
         own_ws = workspace is None
         key = (fn, qs, ks[1], ks[2], bs, bool(want_lse), own_ws)
         st = self._shapes.get(key)
@@ -501,9 +500,8 @@ class Runtime(object):
         rs, oshape, lshape, mshape, page = st.extra
         R, N, H, _ = qs
         sv, sp = st.seen, _arrays.seen_ptr
-        pl_p = sp(fn, "past_len", past_len, I32, rs, dev, sv[0])
-        nn_p = sp(fn, "tree.n_nodes", n_nodes, I32, rs, dev, sv[1])
-        m_p = self._mask_ptr(fn, "tree.anc_mask", anc_mask, mshape, sv[2])
+        pl_p, nn_p, m_p = sp(sv[0], past_len), sp(sv[1], n_nodes), sp(
+            sv[2], anc_mask)
         if not own_ws:
             ws_p, (ws_n,), _ = _arrays.checked(fn, "workspace", workspace,
                                                (U8,), (None,), dev)
@@ -520,9 +518,7 @@ class Runtime(object):
             o_p, lse_p = n(o), 0 if lse is None else n(lse)
         else:
             o, lse = outputs(out, 2, fn, Attn)
-            o_p = sp(fn, "out.o", o, BF16, oshape, dev, sv[3])
-            lse_p = _arrays.seen_ptr_or_0(fn, "out.lse", lse, F32, lshape,
-                                          dev, sv[4])
+            o_p, lse_p = sp(sv[3], o), sp(sv[4], lse)
         ptrs, buf = st.args(_bind, q_p, o_p, lse_p, ws_p, ws_n, H, scale,
                             nn_p, m_p, R, N, pl_p, R, kv_p, bt_p, page,
                             bs[1])
@@ -549,9 +545,16 @@ class Runtime(object):
             ("kdtree_requests", ("past_len", "n_requests")),
             ("kdtree_kv_cache", ("data", "block_table", "page_size",
                                  "max_pages")))
-        W = (N + 31) // 32
-        st = _Shape(lay, 5, ((R,), (R, N, H, V_DIM), (R, N, H), (R, N, W),
-                             ks[1]))
+        rs, oshape, lshape, mshape = (R,), (R, N, H, V_DIM), (R, N, H), (
+            R, N, (N + 31) // 32)
+        S, dev = _arrays.Seen, self.device
+        st = _Shape(lay, (S(fn, "past_len", (I32,), dev, rs),
+                          S(fn, "tree.n_nodes", (I32,), dev, rs),
+                          S(fn, "tree.anc_mask", (I32, U32), dev, mshape),
+                          S(fn, "out.o", (BF16,), dev, oshape),
+                          S(fn, "out.lse", (F32,), dev, lshape,
+                            optional=True)),
+                    (rs, oshape, lshape, mshape, ks[1]))
         self._shapes[key] = st
         return st
 
@@ -584,8 +587,7 @@ class Runtime(object):
             n_nodes, token, first_child, next_sibling = fields_of(
                 fn, "tree", tree,
                 ("n_nodes", "token", "first_child", "next_sibling"))
-        tok_p, ts, _ = _arrays.seen_first(fn, "tree.token", token, (I32,), 2,
-                                          dev, self._seen[fn][0])
+        tok_p, ts, _ = _arrays.seen_first(self._seen[fn][0], token)
         key = (fn, ts, L)
         st = self._shapes.get(key)
         if st is None:
@@ -593,12 +595,9 @@ class Runtime(object):
         rs, ps = st.extra
         R, N = ts
         sv, sp = st.seen, _arrays.seen_ptr
-        fc_p = sp(fn, "tree.first_child", first_child, I32, ts, dev, sv[0])
-        ns_p = sp(fn, "tree.next_sibling", next_sibling, I32, ts, dev, sv[1])
-        nn_p = sp(fn, "tree.n_nodes", n_nodes, I32, rs, dev, sv[2])
-        tg_p = sp(fn, "target", target, I32, ts, dev, sv[3])
-        ma_p = _arrays.seen_ptr_or_0(fn, "max_accept", max_accept, I32, rs,
-                                     dev, sv[4])
+        fc_p, ns_p = sp(sv[0], first_child), sp(sv[1], next_sibling)
+        nn_p, tg_p = sp(sv[2], n_nodes), sp(sv[3], target)
+        ma_p = sp(sv[4], max_accept)
         if out is None:
             e, n = _arrays.empty, _arrays.new_ptr
             o = (e(rs, I32, dev, token), e(ps, I32, dev, token),
@@ -606,10 +605,8 @@ class Runtime(object):
             a0, a1, a2, a3 = n(o[0]), n(o[1]), n(o[2]), n(o[3])
         else:
             o = outputs(out, 4, fn, Accept)
-            a0 = sp(fn, "out.accept_len", o[0], I32, rs, dev, sv[5])
-            a1 = sp(fn, "out.accept_idx", o[1], I32, ps, dev, sv[6])
-            a2 = sp(fn, "out.accept_token", o[2], I32, ps, dev, sv[7])
-            a3 = sp(fn, "out.bonus", o[3], I32, rs, dev, sv[8])
+            a0, a1 = sp(sv[5], o[0]), sp(sv[6], o[1])
+            a2, a3 = sp(sv[7], o[2]), sp(sv[8], o[3])
         ptrs, buf = st.args(_bind, a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p,
                             ns_p, R, N, ma_p, R)
         acc_p, tree_p, req_p = ptrs
@@ -625,7 +622,17 @@ class Runtime(object):
             ("kdtree_tree", ("n_nodes", "token", "first_child",
                              "next_sibling", "n_requests", "n_max")),
             ("kdtree_requests", ("max_accept", "n_requests")))
-        st = _Shape(lay, 9, ((R,), (R, L + 1)))
+        rs, ps, ts = (R,), (R, L + 1), tuple(ts)
+        S, dev = _arrays.Seen, self.device
+        seen = [S(fn, "tree.first_child", (I32,), dev, ts),
+                S(fn, "tree.next_sibling", (I32,), dev, ts),
+                S(fn, "tree.n_nodes", (I32,), dev, rs),
+                S(fn, "target", (I32,), dev, ts),
+                S(fn, "max_accept", (I32,), dev, rs, optional=True)]
+        seen += [S(fn, "out." + f, (I32,), dev, rs if f in ("accept_len",
+                                                            "bonus") else ps)
+                 for f in Accept._fields]
+        st = _Shape(lay, seen, (rs, ps))
         self._shapes[key] = st
         return st
 
