@@ -232,10 +232,14 @@ def main():
     if not a.no_torch_ops and not a.stub:
         import kdtree_jit.torch  # noqa: F401
         k = torch.ops.kdtree
+        # The ops always write score: a tree with one to write into.
+        tree_s = rt.build_ddtree(draft, budget, root, N, past_len=past_len,
+                                 want_score=True)
         ops_out = {
             "draft_topk": lambda: k.draft_topk_out(logits, K, *draft),
             "build_ddtree": lambda: k.build_ddtree_out(
-                draft.lp, draft.ids, budget, root, N, None, past_len, *tree),
+                draft.lp, draft.ids, budget, root, N, None, past_len,
+                *tree_s),
             "verify_attn": lambda: k.verify_attn_out(
                 q, kv, block_table, past_len, tree.n_nodes, tree.anc_mask,
                 scale, *attn),
@@ -246,10 +250,10 @@ def main():
         ops_new = {
             "draft_topk": lambda: k.draft_topk(logits, K),
             "build_ddtree": lambda: k.build_ddtree(
-                draft.lp, draft.ids, budget, root, N, None, past_len, False),
+                draft.lp, draft.ids, budget, root, N, None, past_len),
             "verify_attn": lambda: k.verify_attn(
                 q, kv, block_table, past_len, tree.n_nodes, tree.anc_mask,
-                scale, True),
+                scale),
             "tree_accept": lambda: k.tree_accept(
                 tree.n_nodes, tree.token, tree.first_child,
                 tree.next_sibling, target, L, None),
