@@ -118,7 +118,7 @@ def main():
         def sync():
             pass
         import kdtree_jit._arrays as arrays
-        arrays.current_stream = lambda device: 0
+        arrays.current_stream = arrays._raw_stream = lambda device: 0
         # The checks refuse CPU tensors on their first sight (is_cuda);
         # here they pass as "device -1", and every later call takes the
         # same path as on a GPU.

@@ -271,7 +271,9 @@ class Runtime(object):
 
     def _stream(self, stream):
         if stream is None:
-            h = _arrays.current_stream(self.device)
+            raw = _arrays._raw_stream
+            h = raw(self.device) if raw is not None else \
+                _arrays.current_stream(self.device)
         else:
             h = _arrays.stream_handle(stream, self.device)
         s = self._streams.get(h)
@@ -286,13 +288,11 @@ class Runtime(object):
             lay = self._layouts[kernel] = Layout(self._ffi, *structs)
         return lay
 
-    def _call(self, cname, cfn, args, buf, stream, result, bind):
-        if bind:
-            return Bound(self, cfn, cname, args, buf, result)
-        st = cfn(*(args + (self._stream(stream),)))
-        if st:
-            raise fail(self._ffi, self._lib, st, cname)
-        return result
+    def _bound(self, cname, args, buf, result):
+        """A Bound launch of the C function `cname` with `args` (after the
+        runtime, before the stream), whose structs are in `buf`."""
+        return Bound(self, getattr(self._lib, cname), cname,
+                     (self._handle(cname),) + tuple(args), buf, result)
 
     def bind(self, kernel, *args, **kwargs):
         """Checks a kernel's arguments once and returns a Bound launch:
@@ -344,9 +344,16 @@ class Runtime(object):
             sv, sp = st.seen, _arrays.seen_ptr
             lp_p, ids_p = sp(sv[0], lp), sp(sv[1], ids)
         ptrs, buf = st.args(_bind, lp_p, ids_p, n_rows, 1, k)
-        return self._call("kdtree_draft_topk", self._lib.kdtree_draft_topk,
-                          (self._handle(fn), ptrs[0], lg_p, dtype, vocab),
-                          buf, stream, _new(Draft, (lp, ids)), _bind)
+        result = _new(Draft, (lp, ids))
+        c = self._lib.kdtree_draft_topk
+        if _bind:
+            return self._bound("kdtree_draft_topk",
+                               (ptrs[0], lg_p, dtype, vocab), buf, result)
+        st = c(self._rt or self._handle(fn), ptrs[0], lg_p, dtype, vocab,
+               self._stream(stream))
+        if st:
+            raise fail(self._ffi, self._lib, st, "kdtree_draft_topk")
+        return result
 
     def _draft_shape(self, fn, key, shp, dt, k):
         if len(shp) < 2:
@@ -408,8 +415,15 @@ class Runtime(object):
                  sp(sv[11], o[6]), sp(sv[12], o[7]), sp(sv[13], o[8])]
         ptrs, buf = st.args(_bind, *(t + [R, n_max, lp_p, ids_p, R, L, K,
                                           budget_p, root_p, dl_p, pl_p, R]))
-        return self._call("kdtree_build_ddtree", self._lib.kdtree_build_ddtree,
-                          (self._handle(fn),) + ptrs, buf, stream, _new(Tree, o), _bind)
+        result = _new(Tree, o)
+        c = self._lib.kdtree_build_ddtree
+        if _bind:
+            return self._bound("kdtree_build_ddtree", ptrs, buf, result)
+        st = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
+               self._stream(stream))
+        if st:
+            raise fail(self._ffi, self._lib, st, "kdtree_build_ddtree")
+        return result
 
     def _tree_shape(self, fn, key, shp, n_max):
         R, L, K = shp
@@ -522,9 +536,15 @@ class Runtime(object):
         ptrs, buf = st.args(_bind, q_p, o_p, lse_p, ws_p, ws_n, H, scale,
                             nn_p, m_p, R, N, pl_p, R, kv_p, bt_p, page,
                             bs[1])
-        return self._call("kdtree_verify_attn", self._lib.kdtree_verify_attn,
-                          (self._handle(fn),) + ptrs, buf, stream,
-                          _new(Attn, (o, lse)), _bind)
+        result = _new(Attn, (o, lse))
+        c = self._lib.kdtree_verify_attn
+        if _bind:
+            return self._bound("kdtree_verify_attn", ptrs, buf, result)
+        st = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
+               ptrs[3], self._stream(stream))
+        if st:
+            raise fail(self._ffi, self._lib, st, "kdtree_verify_attn")
+        return result
 
     def _attn_shape(self, fn, key, qs, ks, bs):
         R, N, H, d = qs
@@ -610,9 +630,16 @@ class Runtime(object):
         ptrs, buf = st.args(_bind, a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p,
                             ns_p, R, N, ma_p, R)
         acc_p, tree_p, req_p = ptrs
-        return self._call("kdtree_tree_accept", self._lib.kdtree_tree_accept,
-                          (self._handle(fn), acc_p, tree_p, tg_p, req_p),
-                          buf, stream, _new(Accept, o), _bind)
+        result = _new(Accept, o)
+        c = self._lib.kdtree_tree_accept
+        if _bind:
+            return self._bound("kdtree_tree_accept",
+                               (acc_p, tree_p, tg_p, req_p), buf, result)
+        st = c(self._rt or self._handle(fn), acc_p, tree_p, tg_p, req_p,
+               self._stream(stream))
+        if st:
+            raise fail(self._ffi, self._lib, st, "kdtree_tree_accept")
+        return result
 
     def _accept_shape(self, fn, key, ts, L):
         R, N = ts
