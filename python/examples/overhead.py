@@ -275,9 +275,10 @@ def main():
         rows[name] = row
     where = "stub library, CPU tensors" if a.stub else \
         torch.cuda.get_device_name()
-    print("overhead: host us per call (median of %d x %d calls), %s; R=%d "
-          "L=%d K=%d N_MAX=%d V=%d H=%d" % (a.reps, a.calls, where, R, L, K,
-                                             N, V, H))
+    print("overhead: host us per call (%s of %d x %d calls), %s; R=%d "
+          "L=%d K=%d N_MAX=%d V=%d H=%d" % (
+              "thread CPU time, best" if a.stub else "wall time, median",
+              a.reps, a.calls, where, R, L, K, N, V, H))
     cols = [c for c in ("raw", "method_out", "method_alloc", "bound",
                         "op_out", "op_alloc") if c in rows["tree_accept"]]
     print("  %-13s" % "kernel" + "".join("%13s" % c for c in cols) +
