@@ -37,6 +37,7 @@
 // barrier sits on the loop's path.  Meanwhile the other warps write the
 // rows that are padding whatever the loop does (past budget + 1); after it
 // the whole block writes the tree's rows.
+#include "kdt_math.cuh"
 #include "kdt_params.h"
 
 #ifndef KDT_L
@@ -196,17 +197,11 @@ static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
 #define KDT_BD_PHASE(i) ((void)0)
 #endif
 
-__device__ __forceinline__ float
-neg_inf()
-{
-    return __int_as_float(0xff800000);
-}
-
 // NaN counts as -inf (spec §2).
 __device__ __forceinline__ float
 canon(float x)
 {
-    return x != x ? neg_inf() : x;
+    return x != x ? kdt_neg_inf() : x;
 }
 
 // The request's log-probs, NaN -> -inf: rank k of depth d's row (d, k
@@ -223,15 +218,6 @@ lp_at(const lp_rows &lp, int d, int k)
     if (KS == K || k < KS)
         return lp.s[d * KS + k];
     return canon(__ldg(lp.g + d * K + k));
-}
-
-// Order-preserving map of an f32 onto uint32; never 0 for a real score
-// (-inf maps to 0x007fffff), so 0 marks an empty slot.
-__device__ __forceinline__ unsigned
-score_key(float f)
-{
-    unsigned u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 __device__ __forceinline__ unsigned
@@ -370,7 +356,7 @@ write_padding_row(const kdt_build_ddtree_params &p, long long o, int i,
     p.first_child[o + i] = -1;
     p.next_sibling[o + i] = -1;
     if (p.score)
-        p.score[o + i] = neg_inf();
+        p.score[o + i] = kdt_neg_inf();
     write_mask_row(mask_row, i, parent, false);
 }
 
@@ -407,12 +393,6 @@ write_row(const kdt_build_ddtree_params &p, const tree_rows &t, int i,
 
 // ---- the threshold path ---------------------------------------------
 
-__device__ __forceinline__ int
-imin(int a, int b)
-{
-    return a < b ? a : b;
-}
-
 struct elems {
     unsigned long long *key; // scratch: 8 bytes an element (see the layout)
     float *score;
@@ -426,13 +406,7 @@ __device__ __forceinline__ int
 block_scan(int v, int &total, int *ws)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const int x = kdt_warp_prefix_sum(v, lane);
     if (lane == 31)
         ws[warp] = x;
     __syncthreads();
@@ -503,7 +477,7 @@ enumerate(float T, int Lr, const lp_rows &lp, const elems e, int *ws)
     for (int d = 2; d <= Lr && pe > ps; d++) {
         __syncthreads(); // level d-1 is written
         const int n = pe - ps, chunk = (n + THREADS - 1) / THREADS;
-        const int b0 = imin(ps + tid * chunk, pe), b1 = imin(b0 + chunk, pe);
+        const int b0 = kdt_imin(ps + tid * chunk, pe), b1 = kdt_imin(b0 + chunk, pe);
         int sum = 0;
         for (int q = b0; q < b1; q++) {
             const int c = count_ge(lp, d - 1, e.score[q], T);
@@ -567,8 +541,8 @@ elem_less(const elems e, int x, int y)
 // The single-deviation bound: the largest bin edge T (a multiple of
 // 1/SD_SCALE in (-SD_BINS/SD_SCALE, 0]) that at least B of the prefixes
 // (0, .., 0, k) of depth <= Lr reach, each scored by the loop's own f32
-// additions; -FMAX when fewer than B of them score above -SD_BINS /
-// SD_SCALE.  Since those are B distinct prefixes, count(score >= T) >= B.
+// additions; -KDT_FLT_MAX when fewer than B of them score above
+// -SD_BINS / SD_SCALE.  Since those are B distinct prefixes, count(score >= T) >= B.
 // Block-wide; hist holds SD_BINS ints + L floats of scratch.
 __device__ float
 sd_bound(int B, int Lr, const lp_rows &lp, int *hist, int *ws)
@@ -613,7 +587,7 @@ sd_bound(int B, int Lr, const lp_rows &lp, int *hist, int *ws)
     const int x = hist[tid];
     const int before = block_scan(x, sum, ws);
     if (tid == 0)
-        s_T = -3.40282347e38f;
+        s_T = -KDT_FLT_MAX;
     __syncthreads();
     if (before < B && before + x >= B) // bins 0..tid hold >= B of them
         s_T = -(float)(tid + 1) / SD_SCALE;
@@ -739,12 +713,11 @@ threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
                short *next_sibling, int *ws)
 {
     const int tid = threadIdx.x;
-    const float FMAX = 3.40282347e38f;
 
     // A lower bound: the single-deviation prefixes (sd_bound), in the
     // elements' scratch (unused until rank_top).
     float lo = sd_bound(B, Lr, lp, reinterpret_cast<int *>(e.key), ws);
-    int lo_state = lo > -FMAX ? 1 : 0; // 0 none, 1 count >= B known,
+    int lo_state = lo > -KDT_FLT_MAX ? 1 : 0; // 0 none, 1 count >= B known,
                                        // 2 count > CAP seen
     // The search keeps lo (count >= B, or > CAP when lo_state is 2) below
     // hi (count < B).  Round 1 is SD_SHIFT (more in a narrow window: see
@@ -781,7 +754,7 @@ threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
             T = hi - step;
             if (!(T < hi)) // hi so low that the step vanishes
                 T = 2.0f * hi - 1.0f;
-            T = fmaxf(T, -FMAX);
+            T = fmaxf(T, -KDT_FLT_MAX);
             if (lo_state == 2) {
                 // both sides seen: the secant on log(count) (lo's count is
                 // where its enumeration stopped, an underestimate)
@@ -807,7 +780,7 @@ threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
             same = last == 1 ? same + 1 : 1;
             last = 1;
         } else if (c < B) {
-            if (T <= -FMAX)
+            if (T <= -KDT_FLT_MAX)
                 break; // the loop would need -inf scores
             if (lo_state == 1 && T <= lo)
                 break; // cannot happen: count(lo) >= B
@@ -897,6 +870,8 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
         // before the next reads.  (All lanes writing the same values would
         // work on the hardware but is a race to compute-sanitizer.)  Only
         // the key registers differ between lanes.
+        // Slot keys: kdt_order_key of the candidate's score, never 0 for
+        // a score (-inf included), so 0 marks an empty slot.
         unsigned key[SLOTS_PER_LANE];
 #pragma unroll
         for (int j = 0; j < SLOTS_PER_LANE; j++)
@@ -910,7 +885,7 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
                 slot_score[0] = sc;
                 slot_next_lp[0] = K > 1 ? lp_at(lp, 0, 1) : 0.0f;
                 slot_child_lp[0] = L > 1 ? lp_at(lp, 1, 0) : 0.0f;
-                key[0] = bkey = score_key(sc);
+                key[0] = bkey = kdt_order_key(sc);
                 bslot = 0;
             }
         }
@@ -943,11 +918,11 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
             float s_sc = 0.0f, n_sc = 0.0f;
             if (k + 1 < K) { // its next sibling
                 s_sc = canon(psc + nlp);
-                ks = score_key(s_sc);
+                ks = kdt_order_key(s_sc);
             }
             if (d < Lr) { // its first child
                 n_sc = canon(sc + clp);
-                kn = score_key(n_sc);
+                kn = kdt_order_key(n_sc);
             }
             __syncwarp();
             if (lane == 0) {
@@ -1143,7 +1118,7 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
         unsigned *stage = reinterpret_cast<unsigned *>(smem + OFF_REGION);
         unsigned *g = p.anc_mask + o * W;
         for (int c0 = 0; c0 < N_MAX; c0 += MASK_ROWS) {
-            const int c1 = imin(c0 + MASK_ROWS, N_MAX);
+            const int c1 = kdt_imin(c0 + MASK_ROWS, N_MAX);
             for (int i = c0 + tid; i < c1; i += THREADS)
                 write_row(p, t, i, stage + (i - c0) * W);
             __syncthreads();

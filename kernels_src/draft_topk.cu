@@ -94,6 +94,7 @@
 // is issue-bound at 2 blocks an SM.  K = 1024 usually overflows the
 // buffer (~7k keys pass lb) and pays one more read of the chunk (from L2)
 // and a 2048-key sort.
+#include "kdt_math.cuh"
 #include "kdt_params.h"
 
 #ifndef KDT_V
@@ -175,26 +176,6 @@ static_assert(SCAP * 20 <= CAP * 8 && SCAP % THREADS == 0,
               "slot mode: the staged slots and their metadata fill buf");
 static_assert(CAP >= 4 * 1024 && MAX_SPLIT * 64 <= CAP,
               "the host keeps S * K <= CAP");
-
-__device__ __forceinline__ int
-imin(int a, int b)
-{
-    return a < b ? a : b;
-}
-
-__device__ __forceinline__ float
-neg_inf()
-{
-    return __int_as_float(0xff800000);
-}
-
-__device__ __forceinline__ float
-ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // max of two pairs of bf16 (packed), NaN if either is NaN.
 __device__ __forceinline__ unsigned
@@ -284,8 +265,7 @@ cluster_load_f32(unsigned addr)
 __device__ __forceinline__ unsigned
 vkey(float x)
 {
-    const unsigned u = __float_as_uint(x + 0.0f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return kdt_order_key(x + 0.0f);
 }
 
 __device__ __forceinline__ int
@@ -303,7 +283,7 @@ thr_of(int d)
     if (d >= (1 << (DBITS - 1)))
         return __uint_as_float((unsigned)(d - (1 << (DBITS - 1))) << (32 - DBITS));
     if (d <= 7)
-        return neg_inf();
+        return kdt_neg_inf();
     return __uint_as_float(~((unsigned)d << (32 - DBITS)));
 }
 
@@ -352,13 +332,7 @@ __device__ __forceinline__ int
 warp_append(int c, int *counter)
 {
     const int lane = threadIdx.x & 31;
-    int x = c;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const int x = kdt_warp_prefix_sum(c, lane);
     const int total = __shfl_sync(0xffffffffu, x, 31);
     int base = 0;
     if (lane == 31 && total)
@@ -380,13 +354,7 @@ find_bin(const unsigned *hist, int top, int lo, unsigned need,
     for (int base = top; base >= lo; base -= 32) {
         const int b = base - lane;
         const unsigned c = b >= lo ? vload(hist + b) : 0u;
-        unsigned incl = c;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const unsigned y = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= o)
-                incl += y;
-        }
+        const unsigned incl = kdt_warp_prefix_sum(c, lane);
         const unsigned total = __shfl_sync(0xffffffffu, incl, 31);
         if (cum + total >= need) {
             const unsigned hit = __ballot_sync(0xffffffffu, cum + incl >= need);
@@ -455,24 +423,23 @@ struct row_state {
 __device__ __forceinline__ float
 fold_slow(row_state &st, float *x)
 {
-    const float L2E = 1.4426950408889634f;
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        x[i] = fmaxf(x[i], neg_inf()); // NaN -> -inf
+        x[i] = fmaxf(x[i], kdt_neg_inf()); // NaN -> -inf
     float lm = x[0];
 #pragma unroll
     for (int i = 1; i < PER; i++)
         lm = fmaxf(lm, x[i]);
     if (lm > st.run_m && !(lm <= st.lim)) {
-        st.run_s *= ex2((st.run_m - lm) * L2E);
+        st.run_s *= kdt_exp2((st.run_m - lm) * KDT_LOG2E);
         st.run_m = lm;
         st.lim = lm + LAZY; // +inf stays +inf
     }
-    if (st.run_m != neg_inf()) {
-        const float mb = st.run_m * L2E;
+    if (st.run_m != kdt_neg_inf()) {
+        const float mb = st.run_m * KDT_LOG2E;
 #pragma unroll
         for (int i = 0; i < PER; i++)
-            st.run_s += ex2(fmaf(x[i], L2E, -mb));
+            st.run_s += kdt_exp2(fmaf(x[i], KDT_LOG2E, -mb));
     }
     return lm;
 }
@@ -487,11 +454,10 @@ fold(row_state &st, float *x, float m)
         return fold_slow(st, x);
     // Common case: no NaN, every logit at most the limit (the reference
     // is finite or +inf, never -inf).
-    const float L2E = 1.4426950408889634f;
-    const float mb = st.run_m * L2E;
+    const float mb = st.run_m * KDT_LOG2E;
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        st.run_s += ex2(fmaf(x[i], L2E, -mb));
+        st.run_s += kdt_exp2(fmaf(x[i], KDT_LOG2E, -mb));
     return m;
 }
 
@@ -522,7 +488,7 @@ __device__ __forceinline__ float
 slot_logit(const uint4 &w, int e)
 {
     const unsigned v = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
-    return fmaxf(__uint_as_float((e & 1) ? (v & 0xffff0000u) : (v << 16)), neg_inf());
+    return fmaxf(__uint_as_float((e & 1) ? (v & 0xffff0000u) : (v << 16)), kdt_neg_inf());
 }
 
 // Slot mode: append this lane's slot (w[] as loaded, NaN and -0
@@ -542,7 +508,7 @@ stage(topk_smem &sm, const uint4 *w, int id0, unsigned vmask, float lm, bool cou
     }
     if (count) {
         if (lm != lm) { // NaN in the slot: its NaN-free maximum
-            lm = neg_inf();
+            lm = kdt_neg_inf();
 #pragma unroll
             for (int i = 0; i < PER; i++)
                 if ((vmask >> i) & 1u)
@@ -598,7 +564,7 @@ unpack_clean(const uint4 *c, float *x)
     (void)unpack(c, x);
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        x[i] = fmaxf(x[i], neg_inf());
+        x[i] = fmaxf(x[i], kdt_neg_inf());
 }
 
 __device__ __forceinline__ float
@@ -636,9 +602,9 @@ edge_slot(const row_layout &L, float *x, int *id)
     *id = L.base + j;
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        x[i] = neg_inf();
+        x[i] = kdt_neg_inf();
     if (valid)
-        x[0] = fmaxf(load_one(L.row, j), neg_inf());
+        x[0] = fmaxf(load_one(L.row, j), kdt_neg_inf());
     return valid;
 }
 
@@ -669,7 +635,7 @@ for_row(const row_layout &L, F f)
                 if (!valid)
 #pragma unroll
                     for (int i = 0; i < PER; i++)
-                        x[i] = neg_inf();
+                        x[i] = kdt_neg_inf();
                 f(x, L.base + L.head + j * PER, valid);
             }
         }
@@ -699,8 +665,7 @@ bitonic_step(u64 *buf, int i, int j, int k)
 __device__ __forceinline__ float
 rescaled(float ref, float sum, float M)
 {
-    const float L2E = 1.4426950408889634f;
-    return ref == neg_inf() ? 0.0f : sum * ex2((ref - M) * L2E);
+    return ref == kdt_neg_inf() ? 0.0f : sum * kdt_exp2((ref - M) * KDT_LOG2E);
 }
 
 // One (reference, sum) pair a lane of a warp, and x a lane: *M gets the
@@ -761,9 +726,9 @@ kdt_draft_topk(kdt_draft_topk_params p)
     row_layout L;
     {
         const int per = (((V + (int)S - 1) >> lg_s) + 7) & ~7;
-        const int c0 = imin(V, (int)rank * per);
+        const int c0 = kdt_imin(V, (int)rank * per);
         L.base = c0;
-        L.n = imin(V - c0, per);
+        L.n = kdt_imin(V - c0, per);
         L.row = (const unsigned char *)p.logits + ((long long)r * V + c0) * ESZ;
         int head = (int)((16u - ((unsigned)(unsigned long long)L.row & 15u)) & 15u) / ESZ;
         L.head = head < L.n ? head : L.n;
@@ -772,7 +737,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         L.nsteps = (L.nslots + THREADS - 1) / THREADS;
         L.body = (const uint4 *)(L.row + L.head * ESZ);
     }
-    const int kc = imin(K, L.n); // this chunk's top: KC keys
+    const int kc = kdt_imin(K, L.n); // this chunk's top: KC keys
 
     // Loads first: slot tid (step 0) and steps 1..PREFETCH.
     uint4 first[CHUNKS];
@@ -792,8 +757,8 @@ kdt_draft_topk(kdt_draft_topk_params p)
     if (tid == 0) {
         sm.cnt = 0;
         sm.lb = 0;
-        sm.thr = neg_inf();
-        sm.maxd = digit(neg_inf()); // the lowest digit a logit can have
+        sm.thr = kdt_neg_inf();
+        sm.maxd = digit(kdt_neg_inf()); // the lowest digit a logit can have
         sm.nlb = 0;
         sm.kept = 0;
         sm.kept2 = 0;
@@ -801,7 +766,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
     }
     __syncthreads();
     KDT_DT_PHASE(1);
-    row_state st = {neg_inf(), 0.0f, __int_as_float(0x7fffffff)};
+    row_state st = {kdt_neg_inf(), 0.0f, __int_as_float(0x7fffffff)};
 
     // Step 0 seeds lb from the slot maxima (see the top of the file), then
     // counts and appends the slot's logits at or above it.
@@ -933,7 +898,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
     // serial loop), by the last warp: the staged slots below sit in the
     // first warps' registers, so it is the one with nothing else to do.
     if (warp == WARPS - 1) {
-        const float m = lane < WARPS ? sm.red_m[lane] : neg_inf();
+        const float m = lane < WARPS ? sm.red_m[lane] : kdt_neg_inf();
         const float t = lane < WARPS ? sm.red_s[lane] : 0.0f;
         float M;
         const float T = warp_pairs_sum(m, t, m, &M);
@@ -1262,7 +1227,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
             const u64 key = sm.buf[k];
             const float x = key_logit(key);
             p.ids[(long long)r * K + k] = key_id(key);
-            p.lp[(long long)r * K + k] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
+            p.lp[(long long)r * K + k] = M == kdt_neg_inf() ? kdt_neg_inf() : (x - M) - log_s;
         }
         KDT_DT_PHASE(14);
         return;
@@ -1287,7 +1252,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         sm.buf[i] = j == rank ? top[i % K] : cluster_load_u64(cluster_map(top + i % K, j));
     }
     if (warp == 0) {
-        float m = neg_inf(), s = 0.0f, first = neg_inf();
+        float m = kdt_neg_inf(), s = 0.0f, first = kdt_neg_inf();
         if (lane < (int)S) {
             const unsigned j = (unsigned)lane;
             m = cluster_load_f32(cluster_map(&sm.part_m, j));
@@ -1321,7 +1286,7 @@ kdt_draft_topk(kdt_draft_topk_params p)
         if (j == 0 && k < kc && pos < K) {
             const float x = key_logit(key);
             p.ids[(long long)r * K + pos] = key_id(key);
-            p.lp[(long long)r * K + pos] = M == neg_inf() ? neg_inf() : (x - M) - log_s;
+            p.lp[(long long)r * K + pos] = M == kdt_neg_inf() ? kdt_neg_inf() : (x - M) - log_s;
         }
     }
     KDT_DT_PHASE(13);

@@ -7,6 +7,7 @@
 // round has few requests.  Links that do not point forward inside
 // [0, n_nodes) end the walk (build_ddtree's always do), so garbage input
 // can neither loop nor read out of bounds.
+#include "kdt_math.cuh"
 #include "kdt_params.h"
 
 #ifndef KDT_N_MAX
@@ -35,10 +36,8 @@ kdt_tree_accept(kdt_tree_accept_params p)
     int *idx = p.accept_idx + (long long)r * PATH;
     int *at = p.accept_token + (long long)r * PATH;
 
-    int n = p.n_nodes[r];
-    n = n < 1 ? 1 : (n > N_MAX ? N_MAX : n);
-    int cap = p.max_accept ? p.max_accept[r] : PATH;
-    cap = cap < 1 ? 1 : (cap > PATH ? PATH : cap);
+    const int n = kdt_clamp(p.n_nodes[r], 1, N_MAX);
+    const int cap = kdt_clamp(p.max_accept ? p.max_accept[r] : PATH, 1, PATH);
 
     int cur = 0, len = 1;
     idx[0] = 0;

@@ -97,7 +97,8 @@ bd_check(const int64_t *vals)
     return KDTREE_OK;
 }
 
-static const char *const bd_headers[] = {"kdt_params.h", NULL};
+static const char *const bd_headers[] = {"kdt_params.h", "kdt_math.cuh",
+                                         NULL};
 static const char *const bd_functions[] = {"kdt_build_ddtree", NULL};
 
 const kdt_kernel_def kdt_def_build_ddtree = {

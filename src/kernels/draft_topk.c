@@ -39,7 +39,8 @@ dt_check(const int64_t *vals)
     return KDTREE_OK;
 }
 
-static const char *const dt_headers[] = {"kdt_params.h", NULL};
+static const char *const dt_headers[] = {"kdt_params.h", "kdt_math.cuh",
+                                         NULL};
 static const char *const dt_functions[] = {"kdt_draft_topk", NULL};
 static const char *const dt_dtype_names[] = {"f32", "bf16", NULL};
 

@@ -16,7 +16,8 @@
 /* Requests per block: must match THREADS in kernels_src/tree_accept.cu. */
 #define TA_THREADS 128
 
-static const char *const ta_headers[] = {"kdt_params.h", NULL};
+static const char *const ta_headers[] = {"kdt_params.h", "kdt_math.cuh",
+                                         NULL};
 static const char *const ta_functions[] = {"kdt_tree_accept", NULL};
 
 const kdt_kernel_def kdt_def_tree_accept = {

@@ -14,6 +14,12 @@ cp "$here"/*.h "$here"/*.cc "$tmp"/
 for k in draft_topk build_ddtree tree_accept; do
     sh "$here/prep.sh" "$top/kernels_src/$k.cu" "$tmp/$k.cc"
 done
+# The headers and parts they include, prepared the same way ($tmp comes
+# first on the include path; verify_attn's are prep_attn.sh's).
+for h in "$top"/kernels_src/*.h "$top"/kernels_src/*.cuh; do
+    case ${h##*/} in verify_attn* | kdt_mma.cuh | kdt_attn_tiles.h) continue ;; esac
+    sh "$here/prep.sh" "$h" "$tmp/${h##*/}"
+done
 gcc -O2 -c "$top/tests/ref_ddtree.c" -o "$tmp/ref.o"
 build() { # test.cc out -D...
     src=$1 out=$2
