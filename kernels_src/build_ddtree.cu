@@ -37,6 +37,7 @@
 // barrier sits on the loop's path.  Meanwhile the other warps write the
 // rows that are padding whatever the loop does (past budget + 1); after it
 // the whole block writes the tree's rows.
+#include "kdt_limits.h"
 #include "kdt_math.cuh"
 #include "kdt_params.h"
 
@@ -188,7 +189,12 @@ static_assert(!STAGE_MASKS || MASK_ROWS >= 32 || MASK_ROWS == N_MAX,
 constexpr int MAX_ROUNDS = 12;
 constexpr float START_T = -4.0f;
 
-static_assert(N_MAX <= 32767 && K <= 32767 && L <= 32767,
+static_assert(L >= 1 && L <= KDT_LIMIT_L && K >= 1 && K <= KDT_LIMIT_K &&
+                  L * K <= KDT_LIMIT_LK && N_MAX >= 1 &&
+                  N_MAX <= KDT_LIMIT_N_MAX,
+              "the registry's ranges");
+static_assert(KDT_LIMIT_N_MAX <= 32767 && KDT_LIMIT_K <= 32767 &&
+                  KDT_LIMIT_L <= 32767,
               "tree fields are stored as 16-bit integers");
 
 // Phase marks for tools/dev/bd_phases.cu (thread 0 records clock64 at each

@@ -94,6 +94,7 @@
 // is issue-bound at 2 blocks an SM.  K = 1024 usually overflows the
 // buffer (~7k keys pass lb) and pays one more read of the chunk (from L2)
 // and a 2048-key sort.
+#include "kdt_limits.h"
 #include "kdt_math.cuh"
 #include "kdt_params.h"
 
@@ -142,8 +143,8 @@ constexpr int W = VB + IB;                    // candidate key width
 constexpr int DSHIFT = W - DBITS;             // digit = c >> DSHIFT
 constexpr int RB = DSHIFT < 8 ? DSHIFT : 8;   // bits of the narrowing below tb
 
-static_assert(K >= 1 && K <= 1024 && K <= V, "1 <= K <= min(V, 1024)");
-static_assert(V <= (1 << 24), "V up to 2^24");
+static_assert(K >= 1 && K <= KDT_LIMIT_K && K <= V, "1 <= K <= min(V, K's limit)");
+static_assert(V <= KDT_LIMIT_V, "ids fit 24 bits (slot mode's metadata)");
 static_assert(K <= CAP && W <= 64, "candidate buffer and key width");
 
 typedef unsigned long long u64;

@@ -7,6 +7,7 @@
 // round has few requests.  Links that do not point forward inside
 // [0, n_nodes) end the walk (build_ddtree's always do), so garbage input
 // can neither loop nor read out of bounds.
+#include "kdt_limits.h"
 #include "kdt_math.cuh"
 #include "kdt_params.h"
 
@@ -21,6 +22,9 @@ constexpr int N_MAX = KDT_N_MAX;   // rows per request's tree, root included
 constexpr int L = KDT_L;           // draft depth: a path has at most L+1 rows
 constexpr int PATH = L + 1;
 constexpr int THREADS = 128;       // requests per block
+static_assert(N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX && L >= 1 &&
+                  L <= KDT_LIMIT_L,
+              "the registry's ranges");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 kdt_tree_accept(kdt_tree_accept_params p)

@@ -13,6 +13,7 @@
 #include "jit/registry.h"
 #include "jit/target.h"
 #include "cuda/nvrtc.h"
+#include "kdt_limits.h"
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
@@ -35,8 +36,7 @@ kdtree_abi_version(void)
 KDT_EXPORT int32_t
 kdtree_max_qlen(void)
 {
-    /* A budget of 1024 draft nodes plus the root: 33 mask words a row. */
-    return 1025;
+    return KDT_LIMIT_N_MAX;
 }
 
 static int

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdtree.h"
 #include "jit/registry.h"
@@ -23,7 +24,6 @@
 #define BD_KS_MIN 64
 #define BD_ELEM_BYTES 24
 #define BD_SMEM_LIMIT (99 * 1024 - 1024) /* sm_120's 99 KiB, less static */
-#define BD_MAX_LK 16384 /* L*K floats: 64 KiB, so that all fits 99 KiB */
 
 static int64_t
 bd_pad16(int64_t x)
@@ -89,16 +89,16 @@ bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
 static int
 bd_check(const int64_t *vals)
 {
-    if (vals[0] * vals[1] > BD_MAX_LK)
+    if (vals[0] * vals[1] > KDT_LIMIT_LK)
         return kdt_fail(KDTREE_ERROR_SHAPE,
                         "build_ddtree: L*K = %lld exceeds %d (the "
                         "request's log-probs are kept in shared memory)",
-                        (long long)(vals[0] * vals[1]), BD_MAX_LK);
+                        (long long)(vals[0] * vals[1]), KDT_LIMIT_LK);
     return KDTREE_OK;
 }
 
-static const char *const bd_headers[] = {"kdt_params.h", "kdt_math.cuh",
-                                         NULL};
+static const char *const bd_headers[] = {"kdt_params.h", "kdt_limits.h",
+                                         "kdt_math.cuh", NULL};
 static const char *const bd_functions[] = {"kdt_build_ddtree", NULL};
 
 const kdt_kernel_def kdt_def_build_ddtree = {
@@ -109,12 +109,12 @@ const kdt_kernel_def kdt_def_build_ddtree = {
     .n_consts = 3,
     .consts =
         {
-            /* Draft depths (with the rule L*K <= 16384). */
-            {"L", 1, 1024, NULL},
+            /* Draft depths (with the rule L*K <= KDT_LIMIT_LK). */
+            {"L", 1, KDT_LIMIT_L, NULL},
             /* Candidates per depth. */
-            {"K", 1, 1024, NULL},
+            {"K", 1, KDT_LIMIT_K, NULL},
             /* Rows per tree, root included: B_MAX + 1. */
-            {"N_MAX", 1, 1025, NULL},
+            {"N_MAX", 1, KDT_LIMIT_N_MAX, NULL},
         },
     .check = bd_check,
     .default_shape = "L=15,K=64,N_MAX=65",

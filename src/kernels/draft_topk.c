@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdtree.h"
 #include "jit/registry.h"
@@ -39,8 +40,8 @@ dt_check(const int64_t *vals)
     return KDTREE_OK;
 }
 
-static const char *const dt_headers[] = {"kdt_params.h", "kdt_math.cuh",
-                                         NULL};
+static const char *const dt_headers[] = {"kdt_params.h", "kdt_limits.h",
+                                         "kdt_math.cuh", NULL};
 static const char *const dt_functions[] = {"kdt_draft_topk", NULL};
 static const char *const dt_dtype_names[] = {"f32", "bf16", NULL};
 
@@ -53,9 +54,9 @@ const kdt_kernel_def kdt_def_draft_topk = {
     .consts =
         {
             /* Vocabulary: logits per row. */
-            {"V", 1, 1 << 24, NULL},
+            {"V", 1, KDT_LIMIT_V, NULL},
             /* Kept per row (with the rule K <= V). */
-            {"K", 1, 1024, NULL},
+            {"K", 1, KDT_LIMIT_K, NULL},
             /* Logit type: kdtree_dtype. */
             {"DTYPE", 0, 1, dt_dtype_names},
         },

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdtree.h"
 #include "jit/registry.h"
@@ -16,8 +17,8 @@
 /* Requests per block: must match THREADS in kernels_src/tree_accept.cu. */
 #define TA_THREADS 128
 
-static const char *const ta_headers[] = {"kdt_params.h", "kdt_math.cuh",
-                                         NULL};
+static const char *const ta_headers[] = {"kdt_params.h", "kdt_limits.h",
+                                         "kdt_math.cuh", NULL};
 static const char *const ta_functions[] = {"kdt_tree_accept", NULL};
 
 const kdt_kernel_def kdt_def_tree_accept = {
@@ -29,9 +30,9 @@ const kdt_kernel_def kdt_def_tree_accept = {
     .consts =
         {
             /* Tree rows per request, root included (kdtree_max_qlen()). */
-            {"N_MAX", 1, 1025, NULL},
+            {"N_MAX", 1, KDT_LIMIT_N_MAX, NULL},
             /* Draft depth: a path holds at most L + 1 rows. */
-            {"L", 1, 1024, NULL},
+            {"L", 1, KDT_LIMIT_L, NULL},
         },
     .check = NULL,
     .default_shape = "N_MAX=65,L=15",

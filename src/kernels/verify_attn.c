@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "kdt_attn_tiles.h"
+#include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdtree.h"
 #include "jit/registry.h"
@@ -49,7 +50,7 @@ const kdt_kernel_def kdt_def_verify_attn = {
             /* Tokens per KV-cache page. */
             {"PAGE", 1, 256, NULL},
             /* Tree rows per request, root included (kdtree_max_qlen()). */
-            {"N_MAX", 1, 1025, NULL},
+            {"N_MAX", 1, KDT_LIMIT_N_MAX, NULL},
         },
     .check = NULL,
     .default_shape = "H=8,PAGE=64,N_MAX=65",
