@@ -37,6 +37,7 @@
 // barrier sits on the loop's path.  Meanwhile the other warps write the
 // rows that are padding whatever the loop does (past budget + 1); after it
 // the whole block writes the tree's rows.
+#include "kdt_build_ddtree_plan.h"
 #include "kdt_limits.h"
 #include "kdt_math.cuh"
 #include "kdt_params.h"
@@ -55,49 +56,29 @@ constexpr int L = KDT_L;          // draft depths
 constexpr int K = KDT_K;          // candidates per depth
 constexpr int N_MAX = KDT_N_MAX;  // rows per tree, root included
 constexpr int W = (N_MAX + 31) / 32;   // mask words per row
-constexpr int THREADS = 256;
+constexpr int THREADS = KDT_BD_THREADS;
 constexpr int SLOTS_PER_LANE = (N_MAX + 31) / 32;
+constexpr int LOOP_MAX_B = KDT_BD_LOOP_MAX_B; // the loop up to this budget
 
-// The threshold path is used for budgets above this.  The loop costs
-// about 1.5 + 0.4 B us on an H200 (7.8 us at B = 16, 26.9 at B = 64); the
-// threshold path about 6-8 us for small trees (an enumeration round or
-// two of a few levels at ~0.5 us each, the ranking, the well-formedness
-// check): even at B = 16.
-constexpr int LOOP_MAX_B = 16;
+// Shared memory: the layout in kdt_build_ddtree_plan.h, which the
+// launcher reads too.  A loop slot keeps the log-probs its candidate's
+// successors will need (its next sibling's, its first child's), so a step
+// reads everything it needs in one round of independent shared-memory
+// loads.  Ranks past KS (KS < K) are read from global memory (L2), with
+// the same NaN -> -inf, so both paths see the same values; a tree reaches
+// past rank 511 of a row only where the row is nearly flat.
+constexpr int KS = (int)kdt_bd_ks(L, K, N_MAX);
+constexpr unsigned OFF_NODE = (unsigned)kdt_bd_off_node(L, KS);
+constexpr unsigned OFF_SHORT = (unsigned)kdt_bd_off_short(L, KS, N_MAX);
+constexpr unsigned OFF_REGION = (unsigned)kdt_bd_off_region(L, KS, N_MAX);
+constexpr int CAP = (int)kdt_bd_cap(L, KS, N_MAX);
+constexpr bool FAST = kdt_bd_fast(L, N_MAX, CAP);
+constexpr unsigned REGION_BYTES = (unsigned)kdt_bd_region_bytes(L, K, N_MAX);
+constexpr unsigned SMEM_BYTES = (unsigned)kdt_bd_smem_bytes(L, K, N_MAX);
+static_assert(OFF_REGION + REGION_BYTES == SMEM_BYTES, "one layout");
+static_assert(SMEM_BYTES <= KDT_BD_SMEM_LIMIT,
+              "every allowed shape fits sm_120's 99 KiB");
 
-// Dynamic shared memory, in this order (src/kernels/build_ddtree.c computes
-// the same size; the kernel traps if it gets less):
-//   float lp[L*KS]           the request's log-probs, NaN -> -inf: the
-//                            first KS ranks of each row (lp_at)
-//   float node_score[N_MAX]
-//   short parent, rank, depth, first_child, next_sibling, last_child
-//         [N_MAX] each
-//   then one region used by either path:
-//   loop:      float slot_score, slot_next_lp, slot_child_lp [N_MAX],
-//              int slot_dk [N_MAX]  (the slot's candidate: depth << 16 |
-//              rank)
-//   threshold: CAP elements (prefixes scoring >= T, level by level):
-//              8 bytes of scratch (sd_bound's histogram, rank_top's bins,
-//              then its node -> element map); float score; short node,
-//              first child's element, children in the set, parent
-//              element, rank, depth
-// A slot keeps the log-probs its candidate's successors will need (its
-// next sibling's, its first child's), so a step reads everything it needs
-// in one round of independent shared-memory loads.  An element is 24
-// bytes; the region holds CAP of them only where the shape leaves room
-// for CAP >= 2 (N_MAX - 1) under SMEM_LIMIT.
-// KS is K where that leaves room; otherwise the largest power of two
-// (down to KS_MIN) that does: L = 15, K = N_MAX - 1 = 1024 keeps 512 ranks
-// a row (30 of the 60 KiB), and a tree reaches past rank 511 of a row only
-// where a row is nearly flat: those ranks are read from global memory (L2),
-// with the same NaN -> -inf, so both paths see the same values.
-#define KDT_PAD16(x) (((x) + 15u) & ~15u)
-constexpr unsigned ELEM_BYTES = 24u;
-// What every allowed shape must fit: sm_120's 99 KiB per block, less 1 KiB
-// for the static shared variables.
-constexpr unsigned SMEM_LIMIT = 99u * 1024u - 1024u;
-constexpr unsigned LOOP_BYTES = 16u * N_MAX;
-constexpr int KS_MIN = 64;
 // The first threshold, when it can be had, comes from the single-deviation
 // prefixes (0, .., 0, k): the B-th best of their scores, binned at
 // 1/SD_SCALE (SD_BINS bins below 0), is a threshold that at least B
@@ -105,7 +86,7 @@ constexpr int KS_MIN = 64;
 // deviate twice or more come on top), so round 1 aims SD_SHIFT above it.
 // On kdtree-bench's input this takes the search from 2.0-2.2 rounds (15-16
 // levels at B = 512) to 1.0-1.5 (7-12 levels); see docs/performance.md.
-constexpr int SD_BINS = 256;
+constexpr int SD_BINS = KDT_BD_SD_BINS;
 constexpr float SD_SCALE = 16.0f;
 constexpr float SD_SHIFT = 0.5f;
 // A window [B, CAP] narrower than 4 B (B = 1024 in 2048 elements) wants a
@@ -116,62 +97,6 @@ constexpr float SD_SHIFT = 0.5f;
 // B = 64 and 512 (CAP >= 4 B) are unchanged.
 constexpr float SD_NARROW = 1.44f;
 
-// Where the region starts when ks ranks of each row are kept.
-__host__ __device__ constexpr unsigned
-region_at(int ks)
-{
-    return KDT_PAD16(4u * L * ks) + KDT_PAD16(4u * N_MAX) + KDT_PAD16(12u * N_MAX);
-}
-
-// The element capacity there: the largest power of two that fits, at
-// most 16 N_MAX and 16384 (element indices are int16); 0 below 32.
-__host__ __device__ constexpr int
-cap_at(int ks)
-{
-    int c = 0;
-    for (int x = 32; x <= 16384 && x <= 16 * N_MAX; x *= 2)
-        if (region_at(ks) + ELEM_BYTES * x <= SMEM_LIMIT)
-            c = x;
-    return c;
-}
-
-// The threshold path exists with cap elements: the search wants a window
-// [B, CAP] at least twice as wide as B, and sd_bound's scratch (SD_BINS =
-// 256 ints and L floats) must fit the 8 bytes an element of scratch (CAP
-// >= THREADS: a bin a thread there).  src/kernels/build_ddtree.c applies
-// the same rule.
-__host__ __device__ constexpr bool
-fast_with(int cap)
-{
-    return cap >= 2 * (N_MAX - 1) && cap >= THREADS &&
-           (SD_BINS + L) * 4 <= 8 * cap && N_MAX - 1 > LOOP_MAX_B;
-}
-
-__host__ __device__ constexpr int
-pick_ks()
-{
-    if (fast_with(cap_at(K)))
-        return K;
-    int ks = 1;
-    while (2 * ks < K)
-        ks *= 2;
-    for (; ks >= KS_MIN; ks /= 2)
-        if (fast_with(cap_at(ks)))
-            return ks;
-    return K;
-}
-
-constexpr int KS = pick_ks();
-constexpr unsigned OFF_NODE = KDT_PAD16(4u * L * KS);
-constexpr unsigned OFF_SHORT = OFF_NODE + KDT_PAD16(4u * N_MAX);
-constexpr unsigned OFF_REGION = OFF_SHORT + KDT_PAD16(12u * N_MAX);
-constexpr int CAP = cap_at(KS);
-constexpr bool FAST = fast_with(CAP);
-static_assert(OFF_REGION == region_at(KS), "one layout");
-constexpr unsigned FAST_BYTES = FAST ? (unsigned)CAP * ELEM_BYTES : 0u;
-constexpr unsigned REGION_BYTES =
-    FAST_BYTES > LOOP_BYTES ? FAST_BYTES : LOOP_BYTES;
-constexpr unsigned SMEM_BYTES = OFF_REGION + REGION_BYTES;
 // After the threshold path the region is free: the ancestor masks are
 // built there (a thread a row, odd row stride: no bank conflicts) and
 // copied out by consecutive threads, rather than each thread storing its
@@ -1002,11 +927,6 @@ kdt_build_ddtree(kdt_build_ddtree_params p)
     int *slot_dk = reinterpret_cast<int *>(slot_child_lp + N_MAX);
     __shared__ int s_nodes, s_bad;
     __shared__ int s_ws[THREADS / 32];
-
-    unsigned dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    if (dyn < SMEM_BYTES)
-        __trap(); // the launcher and this file disagree on the layout
 
     const int r = blockIdx.x, tid = threadIdx.x;
     const long long o = (long long)r * N_MAX;

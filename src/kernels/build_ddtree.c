@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "kdt_build_ddtree_plan.h"
 #include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdtree.h"
@@ -14,76 +15,14 @@
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
-/* Must match kernels_src/build_ddtree.cu: THREADS, LOOP_MAX_B, KS_MIN and
- * the shared-memory layout (the first KS log-probs of each row, node
- * scores, six int16 tree arrays, then a region the loop path's slots or
- * the threshold path's CAP elements of 24 bytes share).  The kernel traps
- * if it gets less. */
-#define BD_THREADS 256
-#define BD_LOOP_MAX_B 16
-#define BD_KS_MIN 64
-#define BD_ELEM_BYTES 24
-#define BD_SMEM_LIMIT (99 * 1024 - 1024) /* sm_120's 99 KiB, less static */
-
-static int64_t
-bd_pad16(int64_t x)
-{
-    return (x + 15) & ~(int64_t)15;
-}
-
-/* Where the region starts when ks ranks of each row are kept. */
-static int64_t
-bd_region(int64_t L, int64_t ks, int64_t n_max)
-{
-    return bd_pad16(4 * L * ks) + bd_pad16(4 * n_max) + bd_pad16(12 * n_max);
-}
-
-/* The threshold path's element capacity there: the largest power of two
- * from 32 that fits, at most 16 N_MAX and 16384 (0: none). */
-static int64_t
-bd_cap(int64_t L, int64_t ks, int64_t n_max)
-{
-    int64_t region = bd_region(L, ks, n_max), cap = 0;
-    for (int64_t c = 32; c <= 16384 && c <= 16 * n_max; c *= 2)
-        if (region + c * BD_ELEM_BYTES <= BD_SMEM_LIMIT)
-            cap = c;
-    return cap;
-}
-
-/* The kernel's fast_with: the threshold path exists with cap elements (a
- * window [B, CAP] twice as wide as B, a bin a thread for sd_bound: 256
- * ints and L floats in the 8-byte keys). */
-static int
-bd_fast(int64_t L, int64_t n_max, int64_t cap)
-{
-    return cap >= 2 * (n_max - 1) && cap >= BD_THREADS &&
-           (256 + L) * 4 <= 8 * cap && n_max - 1 > BD_LOOP_MAX_B;
-}
-
-/* The kernel's KS: K where the threshold path fits beside all ranks, else
- * the largest power of two below K, down to KS_MIN, where it does. */
-static int64_t
-bd_ks(int64_t L, int64_t K, int64_t n_max)
-{
-    if (bd_fast(L, n_max, bd_cap(L, K, n_max)))
-        return K;
-    int64_t ks = 1;
-    while (2 * ks < K)
-        ks *= 2;
-    for (; ks >= BD_KS_MIN; ks /= 2)
-        if (bd_fast(L, n_max, bd_cap(L, ks, n_max)))
-            return ks;
-    return K;
-}
+/* The launch's shape: the kernel's plan (kdt_build_ddtree_plan.h), which
+ * the kernel reads at compile time. */
+#define BD_THREADS KDT_BD_THREADS
 
 static unsigned
 bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
 {
-    int64_t ks = bd_ks(L, K, n_max), cap = bd_cap(L, ks, n_max);
-    int64_t loop = 16 * n_max, fast = 0;
-    if (bd_fast(L, n_max, cap))
-        fast = cap * BD_ELEM_BYTES;
-    return (unsigned)(bd_region(L, ks, n_max) + (fast > loop ? fast : loop));
+    return (unsigned)kdt_bd_smem_bytes(L, K, n_max);
 }
 
 static int
@@ -98,7 +37,8 @@ bd_check(const int64_t *vals)
 }
 
 static const char *const bd_headers[] = {"kdt_params.h", "kdt_limits.h",
-                                         "kdt_math.cuh", NULL};
+                                         "kdt_math.cuh",
+                                         "kdt_build_ddtree_plan.h", NULL};
 static const char *const bd_functions[] = {"kdt_build_ddtree", NULL};
 
 const kdt_kernel_def kdt_def_build_ddtree = {
