@@ -94,6 +94,7 @@
 // is issue-bound at 2 blocks an SM.  K = 1024 usually overflows the
 // buffer (~7k keys pass lb) and pays one more read of the chunk (from L2)
 // and a 2048-key sort.
+#include "kdt_draft_topk_plan.h"
 #include "kdt_limits.h"
 #include "kdt_math.cuh"
 #include "kdt_params.h"
@@ -112,16 +113,16 @@ constexpr int V = KDT_V;          // vocabulary (row length)
 constexpr int K = KDT_K;          // kept per row
 constexpr int DTYPE = KDT_DTYPE;  // 0 f32, 1 bf16
 constexpr int ESZ = DTYPE ? 2 : 4;            // bytes per logit
-constexpr int THREADS = 512;
+constexpr int THREADS = KDT_DT_THREADS;
 constexpr int WARPS = THREADS / 32;
 constexpr int PER = 8;                        // logits per slot
 constexpr int CHUNKS = PER * ESZ / 16;        // 16-byte loads per slot
 // Slots in flight per thread: 48 KB (bf16) / 64 KB (f32) per block; 8
 // bf16 slots spill at the 64 registers that two blocks per SM allow.
 constexpr int PREFETCH = DTYPE ? 6 : 4;
-constexpr int DBITS = 12;                     // digit width
+constexpr int DBITS = KDT_DT_DIGIT_BITS;      // digit width
 constexpr int NBINS = 1 << DBITS;
-constexpr int CAP = 4096;                     // candidate buffer (power of 2)
+constexpr int CAP = KDT_DT_CAP;               // candidate buffer (power of 2)
 constexpr int PT = CAP / THREADS;             // buffer entries per thread
 constexpr int RESCAN = 4;                     // a warp raises lb every 4th step
 // Slot mode (bf16, K <= 64): pass 1 appends whole candidate slots, not
@@ -130,7 +131,6 @@ constexpr int RESCAN = 4;                     // a warp raises lb every 4th step
 constexpr bool SLOTS = DTYPE == 1 && K <= 64;
 constexpr int SCAP = 1536;
 constexpr int SPT = SCAP / THREADS;
-constexpr int MAX_SPLIT = 8;                  // blocks per row (cluster size)
 // Candidates sorted by rank (n^2 compares over the block) up to this many;
 // a bitonic sort above.
 constexpr int RANK_SORT_MAX = 256;
@@ -169,14 +169,19 @@ struct topk_smem {
     float red_m[WARPS], red_s[WARPS];
     float part_m, part_s;  // this block's chunk: max, sum of exp(x - max)
 };
-// kernel_draft_topk.c launches with this much dynamic shared memory.
-constexpr int SMEM_BYTES = 49408;
-static_assert(sizeof(topk_smem) <= SMEM_BYTES, "DT_SMEM in kernel_draft_topk.c");
+// The dynamic shared memory the launcher gives a block.
+constexpr int SMEM_BYTES = KDT_DT_SMEM;
+static_assert(sizeof(topk_smem) <= SMEM_BYTES, "the plan holds topk_smem");
 static_assert(K * 8 <= NBINS * 4, "the top K keys fit in the histogram");
 static_assert(SCAP * 20 <= CAP * 8 && SCAP % THREADS == 0,
               "slot mode: the staged slots and their metadata fill buf");
-static_assert(CAP >= 4 * 1024 && MAX_SPLIT * 64 <= CAP,
-              "the host keeps S * K <= CAP");
+// The most blocks the launcher's split (kdt_dt_split) gives a row of this
+// shape, on any device: their tops fit buf at the merge, and every chunk
+// holds a logit.
+constexpr int S_MOST = (int)kdt_dt_split(KDT_DT_MAX_SPLIT, 1ll << 40, 1, V, K);
+static_assert(S_MOST * K <= CAP &&
+                  (S_MOST - 1) * ((((V + S_MOST - 1) / S_MOST) + 7) & ~7) < V,
+              "the split keeps S * K <= CAP and no chunk empty");
 
 // max of two pairs of bf16 (packed), NaN if either is NaN.
 __device__ __forceinline__ unsigned

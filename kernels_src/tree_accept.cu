@@ -10,6 +10,7 @@
 #include "kdt_limits.h"
 #include "kdt_math.cuh"
 #include "kdt_params.h"
+#include "kdt_tree_accept_plan.h"
 
 #ifndef KDT_N_MAX
 #error "tree_accept needs -DKDT_N_MAX"
@@ -21,7 +22,7 @@
 constexpr int N_MAX = KDT_N_MAX;   // rows per request's tree, root included
 constexpr int L = KDT_L;           // draft depth: a path has at most L+1 rows
 constexpr int PATH = L + 1;
-constexpr int THREADS = 128;       // requests per block
+constexpr int THREADS = KDT_TA_THREADS; // requests per block
 static_assert(N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX && L >= 1 &&
                   L <= KDT_LIMIT_L,
               "the registry's ranges");

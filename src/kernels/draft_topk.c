@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "kdt_draft_topk_plan.h"
 #include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdtree.h"
@@ -14,20 +15,10 @@
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
-/* Threads per block: THREADS in draft_topk.cu. */
-#define DT_THREADS 512
-/* Blocks per row at most (MAX_SPLIT in draft_topk.cu, a portable cluster
- * size), the candidate buffer the merge gathers every block's top into
- * (CAP), and the shortest chunk worth a block of its own (two 512-thread
- * steps of 8 logits: below that a block spends more on its set-up and
- * sort than on streaming). */
-#define DT_MAX_SPLIT 8
-#define DT_CAP 4096
-#define DT_MIN_CHUNK 8192
-/* Dynamic shared memory per block: SMEM_BYTES in draft_topk.cu (its
- * candidate buffer, 4096 keys, and its 4096-bin digit histogram); two
- * blocks fit an SM. */
-#define DT_SMEM 49408
+/* The launch's shape: the kernel's plan (kdt_draft_topk_plan.h), which
+ * the kernel is built for. */
+#define DT_THREADS KDT_DT_THREADS
+#define DT_SMEM KDT_DT_SMEM
 
 static int
 dt_check(const int64_t *vals)
@@ -41,7 +32,8 @@ dt_check(const int64_t *vals)
 }
 
 static const char *const dt_headers[] = {"kdt_params.h", "kdt_limits.h",
-                                         "kdt_math.cuh", NULL};
+                                         "kdt_math.cuh",
+                                         "kdt_draft_topk_plan.h", NULL};
 static const char *const dt_functions[] = {"kdt_draft_topk", NULL};
 static const char *const dt_dtype_names[] = {"f32", "bf16", NULL};
 
@@ -65,20 +57,12 @@ const kdt_kernel_def kdt_def_draft_topk = {
     .min_arch = 90, /* thread-block clusters */
 };
 
-/* Blocks per row (the cluster size): the largest power of two that keeps
- * one block per SM (few rows: a row spread over up to 8 SMs instead of
- * one), chunks of at least DT_MIN_CHUNK logits, and every block's top in
- * the merge buffer (S * K <= DT_CAP).  Many rows: 1, no cluster. */
+/* Blocks per row on this device (kdt_dt_split). */
 static unsigned
 dt_split(const kdtree_runtime *rt, int32_t n_rows, int32_t vocab, int32_t k)
 {
-    unsigned s = 1;
-    while (s * 2 <= (unsigned)rt->max_cluster && s * 2 <= DT_MAX_SPLIT &&
-           (int64_t)n_rows * s * 2 <= rt->sm_count &&
-           vocab / (int64_t)(s * 2) >= DT_MIN_CHUNK &&
-           (int64_t)k * s * 2 <= DT_CAP)
-        s *= 2;
-    return s;
+    return (unsigned)kdt_dt_split(rt->max_cluster, rt->sm_count, n_rows,
+                                  vocab, k);
 }
 
 KDT_EXPORT int32_t

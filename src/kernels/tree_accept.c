@@ -9,16 +9,18 @@
 #include "base/error.h"
 #include "kdt_limits.h"
 #include "kdt_params.h"
+#include "kdt_tree_accept_plan.h"
 #include "kdtree.h"
 #include "jit/registry.h"
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
-/* Requests per block: must match THREADS in kernels_src/tree_accept.cu. */
-#define TA_THREADS 128
+/* Requests per block: the kernel's plan (kdt_tree_accept_plan.h). */
+#define TA_THREADS KDT_TA_THREADS
 
 static const char *const ta_headers[] = {"kdt_params.h", "kdt_limits.h",
-                                         "kdt_math.cuh", NULL};
+                                         "kdt_math.cuh",
+                                         "kdt_tree_accept_plan.h", NULL};
 static const char *const ta_functions[] = {"kdt_tree_accept", NULL};
 
 const kdt_kernel_def kdt_def_tree_accept = {
