@@ -122,10 +122,16 @@ static_assert(KDT_LIMIT_N_MAX <= 32767 && KDT_LIMIT_K <= 32767 &&
                   KDT_LIMIT_L <= 32767,
               "tree fields are stored as 16-bit integers");
 
-// Phase marks for tools/dev/bd_phases.cu (thread 0 records clock64 at each
-// numbered point); empty in the library.
+// Hooks for the development tools, empty in the library: phase marks for
+// tools/dev/bd_phases.cu (thread 0 records clock64 at each numbered
+// point), and the threshold search's outcome (the prefixes it found or
+// -1, its rounds less one) for the host emulator's statistics
+// (tools/dev/emu/t_build.cc, t_bench.cc).
 #ifndef KDT_BD_PHASE
 #define KDT_BD_PHASE(i) ((void)0)
+#endif
+#ifndef KDT_BD_TRACE
+#define KDT_BD_TRACE(n, rounds) ((void)0)
 #endif
 
 // NaN counts as -inf (spec §2).
@@ -149,20 +155,6 @@ lp_at(const lp_rows &lp, int d, int k)
     if (KS == K || k < KS)
         return lp.s[d * KS + k];
     return canon(__ldg(lp.g + d * K + k));
-}
-
-__device__ __forceinline__ unsigned
-warp_max(unsigned v)
-{
-#if __CUDA_ARCH__ >= 800
-    return __reduce_max_sync(0xffffffffu, v);
-#else
-    for (int o = 16; o > 0; o >>= 1) {
-        unsigned w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w > v ? w : v;
-    }
-    return v;
-#endif
 }
 
 struct tree_smem {
@@ -733,10 +725,8 @@ threshold_path(int B, int Lr, const lp_rows &lp, const elems e, float *nsc,
             break;
         }
     }
-#ifdef KDT_BD_TRACE // the host emulator's statistics (tools/dev/emu)
     if (tid == 0)
         KDT_BD_TRACE(n, rounds);
-#endif
     if (n < 0)
         return false;
 
@@ -823,7 +813,7 @@ loop_path(const kdt_build_ddtree_params &p, int B, int Lr, int root,
         __syncwarp();
         int nb = 0;
         while (nb < B) {
-            const unsigned m = warp_max(bkey);
+            const unsigned m = __reduce_max_sync(0xffffffffu, bkey);
             if (m == 0u)
                 break; // no candidate left
             const unsigned tied = __ballot_sync(0xffffffffu, bkey == m);

@@ -149,8 +149,9 @@ static_assert(K <= CAP && W <= 64, "candidate buffer and key width");
 
 typedef unsigned long long u64;
 
-// Phase marks for tools/dev/dt_phases.cu (thread 0 of each block records
-// the time at each numbered point); empty in the library.
+// A hook for the development tools, empty in the library: phase marks for
+// tools/dev/dt_phases.cu (thread 0 of each block records the time at each
+// numbered point).
 #ifndef KDT_DT_PHASE
 #define KDT_DT_PHASE(i) ((void)0)
 #endif
@@ -979,10 +980,6 @@ kdt_draft_topk(kdt_draft_topk_params p)
         }
     }
     KDT_DT_PHASE(5);
-#ifdef KDT_EMU_TRACE // tools/dev/emu: which path each row takes
-    if (tid == 0)
-        printf("row %d.%u: cnt %d lb %d maxd %d n(>=lb) %d\n", r, rank, sm.cnt, sm.lb, sm.maxd, n);
-#endif
 
     // Otherwise: the threshold digit tb from the exact histogram at digits
     // >= lb (in slot mode the histogram counted slots: count the staged
@@ -1019,10 +1016,6 @@ kdt_draft_topk(kdt_draft_topk_params p)
         // counted.
         select_bin(sm, sm.maxd, sm.lb, (unsigned)kc);
         __syncthreads();
-#ifdef KDT_EMU_TRACE
-        if (tid == 0)
-            printf("row %d.%u: tb %d A %d E %d\n", r, rank, sm.sel[0], sm.sel[1], sm.sel[2]);
-#endif
     }
     KDT_DT_PHASE(6);
     if (from >= 0 || kc == 0) {
