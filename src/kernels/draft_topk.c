@@ -31,9 +31,10 @@ dt_check(const int64_t *vals)
     return KDTREE_OK;
 }
 
-static const char *const dt_headers[] = {"kdt_params.h", "kdt_limits.h",
-                                         "kdt_math.cuh",
-                                         "kdt_draft_topk_plan.h", NULL};
+static const char *const dt_headers[] = {
+    "kdt_params.h",          "kdt_limits.h",          "kdt_math.cuh",
+    "kdt_draft_topk_plan.h", "draft_topk_keys.cuh",   "draft_topk_pass1.cuh",
+    "draft_topk_select.cuh", "draft_topk_merge.cuh",  NULL};
 static const char *const dt_functions[] = {"kdt_draft_topk", NULL};
 static const char *const dt_dtype_names[] = {"f32", "bf16", NULL};
 
