@@ -36,9 +36,11 @@ bd_check(const int64_t *vals)
     return KDTREE_OK;
 }
 
-static const char *const bd_headers[] = {"kdt_params.h", "kdt_limits.h",
-                                         "kdt_math.cuh",
-                                         "kdt_build_ddtree_plan.h", NULL};
+static const char *const bd_headers[] = {
+    "kdt_params.h",          "kdt_limits.h",
+    "kdt_math.cuh",          "kdt_build_ddtree_plan.h",
+    "build_ddtree_rows.cuh", "build_ddtree_threshold.cuh",
+    "build_ddtree_loop.cuh", NULL};
 static const char *const bd_functions[] = {"kdt_build_ddtree", NULL};
 
 const kdt_kernel_def kdt_def_build_ddtree = {
