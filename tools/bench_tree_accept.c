@@ -11,6 +11,7 @@
 #include "bench_suite.h"
 #include "cuda/driver.h"
 #include "kdt_params.h"
+#include "kdt_tree_accept_plan.h"
 #include "jit/registry.h"
 #include "runtime/runtime.h"
 
@@ -300,10 +301,9 @@ bench_tree_accept_overhead(bench_ctx *b)
     bare.fn = m->fn[0];
     bare.stream = bench_stream(b);
     bare.params[0] = &p;
-    /* One thread per request in blocks of 128, as src/kernels/tree_accept.c
-     * launches it (TA_THREADS there). */
+    /* One thread per request, in blocks as the launcher makes them. */
     bare.grid = 1;
-    bare.block = 128;
+    bare.block = KDT_TA_THREADS;
     bare.smem = 0;
 
     bench_make_current(b);
