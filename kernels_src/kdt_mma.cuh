@@ -9,6 +9,7 @@
 #ifndef KDT_MMA_CUH
 #define KDT_MMA_CUH
 
+#include "kdt_math.cuh"
 #include "kdt_params.h"
 
 /* Shared-memory address of a generic pointer, as the 32-bit value that
@@ -84,29 +85,6 @@ kdt_pack_bf16x2(float lo, float hi)
     uint32_t r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
-}
-
-/* 2^x; ex2.approx has ~2 ulp error, far under the bf16 rounding of P. */
-static __device__ __forceinline__ float
-kdt_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-static __device__ __forceinline__ float
-kdt_log2(float x)
-{
-    float y;
-    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-static __device__ __forceinline__ float
-kdt_neg_inf(void)
-{
-    return __int_as_float(0xff800000);
 }
 
 #endif /* KDT_MMA_CUH */

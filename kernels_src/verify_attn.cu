@@ -54,6 +54,7 @@
  * partial O (f32) and log2-sum-exp to the workspace, and
  * kdt_verify_attn_merge combines them by their LSE.
  */
+#include "kdt_limits.h"
 #include "kdt_params.h"
 #include "kdt_attn_tiles.h"
 #include "kdt_mma.cuh"
@@ -133,7 +134,7 @@ va_store_lse(const kdt_verify_attn_params &p, const va_block &b, int m,
     if (b.nsplit == 1) {
         if (p.lse)
             p.lse[b.req_row0 + m] = m < b.valid_rows
-                ? lse2 * 0.6931471805599453f : kdt_neg_inf();
+                ? lse2 * KDT_LN2 : kdt_neg_inf();
     } else {
         float *ws_lse = p.workspace
             + (int64_t)b.nsplit * p.n_requests * ROWS * D_V;
@@ -205,7 +206,7 @@ static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
 static_assert(BM == 64 && NTHREADS == 256 && BN == 32 && NSTAGE == 2,
               "the warp roles below are 8 warps, 16-row groups, 32 tokens");
 static_assert(HALF % 16 == 0 && 4 * NCOL == D_V, "576 / 512 dims");
-static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
+static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
 /* Named barriers (0 is __syncthreads): a QK pair's (ids 1..4, 64
@@ -478,7 +479,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     load_q(qa, p, b, ring, tid, rg, hd, lane);
 
     const int row0 = 16 * rg + (lane >> 2), c2 = 2 * (lane & 3);
-    const float scale_log2 = p.scale * 1.4426950408889634f;
+    const float scale_log2 = p.scale * KDT_LOG2E;
     float m_ref[2] = {kdt_neg_inf(), kdt_neg_inf()};
     float l_part[2] = {0.f, 0.f};
     float o[2][NT][4];
@@ -610,5 +611,5 @@ kdt_verify_attn_merge(const kdt_verify_attn_params p)
     *dst = make_uint2(kdt_pack_bf16x2(acc.x * inv, acc.y * inv),
                       kdt_pack_bf16x2(acc.z * inv, acc.w * inv));
     if (p.lse && tid == 0)
-        p.lse[grow] = (mx + kdt_log2(wsum)) * 0.6931471805599453f;
+        p.lse[grow] = (mx + kdt_log2(wsum)) * KDT_LN2;
 }

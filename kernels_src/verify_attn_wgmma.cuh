@@ -60,7 +60,7 @@ static_assert(SMEM_BYTES == KDT_ATTN_WG_SMEM, "kdt_attn_tiles.h disagrees");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
               "the roles below are two warpgroups, m64, 64-token tiles");
 static_assert(D_QK % 64 == 0 && VCOLS == 256, "576 / 512 dims");
-static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= 1025, "range");
+static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX, "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
 /* named barriers (0 is __syncthreads): each is one producer warpgroup's
@@ -530,7 +530,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
      * choice: ptxas serialises every wgmma of a kernel that has one on a
      * path it cannot prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0) {
-        const float scale_log2 = p.scale * 1.4426950408889634f;
+        const float scale_log2 = p.scale * KDT_LOG2E;
         /* x = s * scale_log2; its row maximum is scale_log2 times the
          * maximum of s, or of -s when the scale is negative */
         const bool neg = scale_log2 < 0.f;

@@ -30,7 +30,8 @@
  * the split and unsplit paths whatever the GPU).  0 = the rule below. */
 int kdt_verify_attn_splits_override;
 
-static const char *const va_headers[] = {"kdt_params.h", "kdt_attn_tiles.h",
+static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
+                                         "kdt_math.cuh", "kdt_attn_tiles.h",
                                          "verify_attn_wgmma.cuh",
                                          "kdt_mma.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",

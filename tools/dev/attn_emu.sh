@@ -48,11 +48,15 @@ SHAPES="8_16_17 1_1_17 3_16_5 8_1_1 2_16_33"
 MODES="lazy eager"
 [ "${QUICK:-0}" = 1 ] && SHAPES="8_16_17 1_1_17" && MODES=lazy
 
-# kernel dirs: $tmp/k<i> holds the prepped kernel.cc and kdt_mma.cuh
+# kernel dirs: $tmp/k<i> holds the prepped kernel.cc, kdt_mma.cuh and
+# kdt_math.cuh
 KDIRS=""
 prep() { # dir kernel.cu mma.cuh
     mkdir -p "$1"
     sh "$here/emu/prep_attn.sh" "$3" "$1/kdt_mma.cuh"
+    # kdt_mma.cuh's own include, prepped beside it (its asm too)
+    sh "$here/emu/prep_attn.sh" "$top/kernels_src/kdt_math.cuh" \
+        "$1/kdt_math.cuh"
     sh "$here/emu/prep_attn.sh" "$2" "$1/kernel.cc"
     echo "$(basename "$2" .cu)" > "$1/name"
     KDIRS="$KDIRS $1"
