@@ -1,6 +1,6 @@
 /*
  * gpu_tree_accept.c: kdtree_tree_accept() on the GPU against the CPU
- * reference (tests/ref_ddtree.c), bit for bit: trees built by the
+ * reference (ref/ddtree.c), bit for bit: trees built by the
  * reference build_ddtree and arbitrary (even malformed) link arrays, the
  * spec's edge cases, caps, and the argument checks (which must never
  * launch).  Exits 77 without a GPU.  On a mismatch it prints the first
@@ -13,7 +13,7 @@
 
 #include "gpu.h"
 #include "kdtree.h"
-#include "ref_ddtree.h"
+#include "ref/ddtree.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 

@@ -1,6 +1,6 @@
 /*
  * gpu_verify_attn.c: kdtree_verify_attn() on the GPU against the CPU
- * reference (tests/ref_verify_attn.c, double accumulation): every head
+ * reference (ref/verify_attn.c, double accumulation): every head
  * count and tree size class of issue 4, prefixes that end mid-page and on
  * page edges, shuffled pages, mixed batches, random trees and trees built
  * by the reference build_ddtree, the split and unsplit paths (and more
@@ -29,8 +29,8 @@
 
 #include "gpu.h"
 #include "kdtree.h"
-#include "ref_ddtree.h"
-#include "ref_verify_attn.h"
+#include "ref/ddtree.h"
+#include "ref/verify_attn.h"
 
 /* src/kernels/verify_attn.c's test hook: > 0 forces the split count. */
 extern int kdt_verify_attn_splits_override;

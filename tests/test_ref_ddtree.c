@@ -1,5 +1,5 @@
 /*
- * test_ref_ddtree.c: the CPU references of ref_ddtree.h against brute
+ * test_ref_ddtree.c: the CPU references of ref/ddtree.h against brute
  * force, on the edge cases of docs/contract.md.  Host only (no GPU).
  *
  *  - build_ddtree: against a literal simulation of the spec's loop (a list
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_ddtree.h"
+#include "ref/ddtree.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_verify_attn.h"
+#include "ref/verify_attn.h"
 
 #define D_QK 576
 #define D_V 512

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tests/ref_ddtree.h"
+#include "ref/ddtree.h"
 #include "bench_suite.h"
 
 #define DT_V 163840

@@ -87,7 +87,7 @@ def offline_runtime():
     return rt
 
 
-# ---- the C references (tests/ref_*.c), compiled on the fly -----------------
+# ---- the C references (ref/*.c), compiled on the fly ----------------------
 
 SRC_ROOT = os.environ.get("abs_top_srcdir") or os.path.dirname(
     os.path.dirname(HERE))
@@ -95,25 +95,26 @@ _c_refs = {}
 
 
 def c_reference(name):
-    """(ffi, lib) of tests/<name>.c built into a temporary shared object
-    with cc, declarations taken from tests/<name>.h; None when there is no
+    """(ffi, lib) of ref/<name>.c built into a temporary shared object
+    with cc, declarations taken from ref/<name>.h; None when there is no
     compiler or no such source."""
     if name in _c_refs:
         return _c_refs[name]
     import re
     import subprocess
     import cffi
-    src = os.path.join(SRC_ROOT, "tests", name + ".c")
-    hdr = os.path.join(SRC_ROOT, "tests", name + ".h")
+    src = os.path.join(SRC_ROOT, "ref", name + ".c")
+    hdr = os.path.join(SRC_ROOT, "ref", name + ".h")
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if not (cc and os.path.exists(src) and os.path.exists(hdr)):
         _c_refs[name] = None
         return None
     out = os.path.join(tempfile.mkdtemp(prefix="kdtree-ref."), name + ".so")
     atexit.register(shutil.rmtree, os.path.dirname(out), True)
-    p = subprocess.run([cc, "-O2", "-std=gnu11", "-shared", "-fPIC", "-o",
-                        out, src, "-lm"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, universal_newlines=True)
+    p = subprocess.run([cc, "-O2", "-std=gnu11", "-shared", "-fPIC", "-I",
+                        SRC_ROOT, "-o", out, src, "-lm"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
     if p.returncode != 0:
         raise RuntimeError("building %s failed:\n%s" % (src, p.stdout))
     with open(hdr) as f:

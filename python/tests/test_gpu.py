@@ -1,5 +1,5 @@
 """Every kernel through Python on the GPU, against the C references
-(tests/ref_*.c, built on the fly) and the Python references; out= without
+(ref/*.c, built on the fly) and the Python references; out= without
 allocation; a caller's stream; CuPy arrays; a whole round captured in a
 CUDA graph giving what eager mode gives.  Skipped without torch, CUDA or
 a device."""
@@ -92,7 +92,7 @@ def test_tree_accept_against_references():
             got = (int(acc.accept_len[r]), acc.accept_idx[r].tolist(),
                    acc.accept_token[r].tolist(), int(acc.bonus[r]))
             assert got == want, (r, max_accept is not None)
-    c = _util.c_reference("ref_ddtree")
+    c = _util.c_reference("ddtree")
     if c is not None:  # and the C reference agrees with both
         ffi, lib = c
         al, ai = ffi.new("int32_t[]", R), ffi.new("int32_t[]", R * (L + 1))
@@ -233,7 +233,7 @@ def torch_verify_attn(torch, q, kv, block_table, past, n_nodes, mask, P,
 
 def test_verify_attn_against_reference():
     rt, torch = _util.need_gpu()
-    c = _util.c_reference("ref_verify_attn")
+    c = _util.c_reference("verify_attn")
     g = torch.Generator(device="cuda").manual_seed(5)
     R, N, H, P = 3, 65, 8, 64
     past = [100, 0, 257]

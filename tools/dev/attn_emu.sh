@@ -1,7 +1,7 @@
 #!/bin/bash
 # attn_emu.sh [--mutants] [KERNEL.cu ...]: verify_attn on the host emulator
 # (tools/dev/emu: one pthread per CUDA thread, prep_attn.sh's PTX
-# interpreter) against tests/ref_verify_attn.c; no GPU needed.
+# interpreter) against ref/verify_attn.c; no GPU needed.
 #
 # Default kernel: kernels_src/verify_attn.cu, with kernels_src/kdt_mma.cuh
 # (a KERNEL.cu elsewhere may bring its own kdt_mma.cuh beside it).  Each
@@ -31,7 +31,7 @@ if [ "${1:-}" = --mutants ]; then MUTANTS=1; QUICK=1; shift; fi
 [ $# -gt 0 ] || set -- "$top/kernels_src/verify_attn.cu"
 VARIANTS=${VARIANTS:-lib}
 cp "$here"/emu/cuda_emu.h "$here"/emu/emu_rt.cc "$here"/emu/t_attn.cc "$tmp"/
-gcc -O2 -c "$top/tests/ref_verify_attn.c" -o "$tmp/ref.o"
+gcc -O2 -I"$top" -c "$top/ref/verify_attn.c" -o "$tmp/ref.o"
 g++ -O1 -std=c++17 -w -c "$tmp/emu_rt.cc" -o "$tmp/emu_rt.o"
 
 # shape H_PAGE_NMAX -> its cases SPLITS:SCALE:SEED:past/nn,...
@@ -95,7 +95,7 @@ for d in $KDIRS; do
         vn=$(echo "$v" | tr ',=' '__')
         for s in $SHAPES; do
             IFS=_ read h pg nm <<< "$s"
-            echo "g++ -O1 -std=c++17 -w -I$d -I$tmp -I$top/kernels_src -I$top/tests -DKERNEL='\"kernel.cc\"' $defs -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm $tmp/t_attn.cc $tmp/emu_rt.o $tmp/ref.o -lpthread -o $d/t_${vn}_$s"
+            echo "g++ -O1 -std=c++17 -w -I$d -I$tmp -I$top/kernels_src -I$top -DKERNEL='\"kernel.cc\"' $defs -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm $tmp/t_attn.cc $tmp/emu_rt.o $tmp/ref.o -lpthread -o $d/t_${vn}_$s"
         done
     done
 done > "$tmp/builds"

@@ -3,9 +3,9 @@
  * host before the library is there (it has no libtool/Check).  It includes
  * the kernel source itself, so build one binary per shape:
  *
- *   nvcc -std=c++17 -O2 -arch=sm_90 -lineinfo -I kernels_src -I tests \
+ *   nvcc -std=c++17 -O2 -arch=sm_90 -lineinfo -I kernels_src -I . \
  *        -DKDT_H=8 -DKDT_PAGE=64 -DKDT_N_MAX=65 \
- *        tools/dev/attn_harness.cu tests/ref_verify_attn.c -o h8
+ *        tools/dev/attn_harness.cu ref/verify_attn.c -o h8
  *
  *   (-DKNAME='"name"' labels the output lines; the target picks the body:
  *   -gencode arch=compute_90a,code=sm_90a builds the wgmma one, any other
@@ -32,7 +32,7 @@
 #ifndef KNAME
 #define KNAME "lib"
 #endif
-#include "ref_verify_attn.h"
+#include "ref/verify_attn.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \

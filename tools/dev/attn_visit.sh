@@ -18,7 +18,7 @@
 # SANITIZE  the variant for memcheck, racecheck and synccheck ("" skips)
 # NCU       "VARIANT SHAPE R PAST": ncu's warp-state, scheduler, memory
 #           and source counters for one launch ("" skips)
-# Run from the repository root (or a copy of kernels_src, tests/ref_*
+# Run from the repository root (or a copy of kernels_src, ref/
 # and tools/dev, as the device tool carries).
 set -u
 OUT=${OUT:-/tmp/out}
@@ -44,9 +44,9 @@ for v in $VARIANTS; do
         # the host pass must see the body the device pass compiles
         wg=0; [ "$va" = 90a ] && wg=1
         nvcc -std=c++17 -O2 -gencode arch=compute_$va,code=sm_$va -lineinfo \
-            -Xptxas -v -I "$kd" -I tests -DKNAME="\"$vn\"" -DKDT_ATTN_WGMMA=$wg \
+            -Xptxas -v -I "$kd" -I . -DKNAME="\"$vn\"" -DKDT_ATTN_WGMMA=$wg \
             -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
-            tools/dev/attn_harness.cu tests/ref_verify_attn.c \
+            tools/dev/attn_harness.cu ref/verify_attn.c \
             -o $B/$n.$vn > $B/$n.$vn.build 2>&1 &
     done
 done

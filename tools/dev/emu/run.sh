@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh: the host emulation of draft_topk, build_ddtree and tree_accept
 # (one pthread per CUDA thread, barriers for __syncthreads and warp ops)
-# against tests/ref_ddtree.c at a few shapes, and build_ddtree on
+# against ref/ddtree.c at a few shapes, and build_ddtree on
 # realistic requests (t_bench.cc).  For checking kernel logic
 # on a machine without a GPU; it proves nothing about timing, and its
 # memory model is stronger than the GPU's.  Usage: tools/dev/emu/run.sh
@@ -20,11 +20,11 @@ for h in "$top"/kernels_src/*.h "$top"/kernels_src/*.cuh; do
     case ${h##*/} in verify_attn* | kdt_mma.cuh | kdt_attn_tiles.h) continue ;; esac
     sh "$here/prep.sh" "$h" "$tmp/${h##*/}"
 done
-gcc -O2 -c "$top/tests/ref_ddtree.c" -o "$tmp/ref.o"
+gcc -O2 -I"$top" -c "$top/ref/ddtree.c" -o "$tmp/ref.o"
 build() { # test.cc out -D...
     src=$1 out=$2
     shift 2
-    g++ -O1 -std=c++17 -w -I"$tmp" -I"$top/kernels_src" -I"$top/tests" "$@" \
+    g++ -O1 -std=c++17 -w -I"$tmp" -I"$top/kernels_src" -I"$top" "$@" \
         "$tmp/$src" "$tmp/emu_rt.cc" "$tmp/ref.o" -lpthread -o "$tmp/$out"
 }
 fail=0

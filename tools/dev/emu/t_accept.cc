@@ -2,7 +2,7 @@
 #include "tree_accept.cc"
 #include "launch.h"
 extern "C" {
-#include "ref_ddtree.h"
+#include "ref/ddtree.h"
 }
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }

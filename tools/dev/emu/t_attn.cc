@@ -1,5 +1,5 @@
 // t_attn.cc: verify_attn on the host emulator against the CPU reference
-// (tests/ref_verify_attn.c).  tools/dev/attn_emu.sh builds it per shape:
+// (ref/verify_attn.c).  tools/dev/attn_emu.sh builds it per shape:
 //
 //   g++ ... -DKDT_H=8 -DKDT_PAGE=16 -DKDT_N_MAX=17 [-DKERNEL="verify_attn.cc"]
 //   ./t SPLITS:SCALE:SEED:past/nn[,past/nn...] [...]
@@ -20,7 +20,7 @@ static inline int min(int a, int b) { return a < b ? a : b; }
 #define KERNEL "verify_attn.cc"
 #endif
 #include KERNEL
-#include "ref_verify_attn.h"
+#include "ref/verify_attn.h"
 
 // blockIdx is 3-D here: launch.h's emu_launch is 1-D.
 struct va_arg { void (*k)(kdt_verify_attn_params); kdt_verify_attn_params *p; int tid; };

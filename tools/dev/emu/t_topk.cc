@@ -21,7 +21,7 @@ static inline int atomicExch(int *p, int v) { return __atomic_exchange_n(p, v, _
 #include "draft_topk.cc"
 #include "launch.h"
 extern "C" {
-#include "ref_ddtree.h"
+#include "ref/ddtree.h"
 }
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }

@@ -1,5 +1,5 @@
 /*
- * ref_ddtree.h: CPU references for draft_topk, build_ddtree and
+ * ref/ddtree.h: CPU references for draft_topk, build_ddtree and
  * tree_accept (docs/contract.md §1, §2, §4).  Plain C, written to be
  * obviously right rather than fast; the GPU suites compare the kernels
  * against them bit for bit (draft_topk's log-probs within a tolerance, its

@@ -1,8 +1,8 @@
 /*
- * ref_verify_attn.c: the CPU oracle for verify_attn.  Written straight
+ * ref/verify_attn.c: the CPU oracle for verify_attn.  Written straight
  * from docs/contract.md §3 with no tiling and no tricks, in double.
  */
-#include "ref_verify_attn.h"
+#include "ref/verify_attn.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * ref_verify_attn.h: CPU reference of verify_attn (docs/contract.md §3) and
+ * ref/verify_attn.h: CPU reference of verify_attn (docs/contract.md §3) and
  * the small helpers its tests and the dev harness share (bf16 conversion,
  * random trees with their ancestor masks).  Obviously right, not fast:
  * double accumulation, one row at a time.

@@ -1,12 +1,12 @@
 /*
- * ref_ddtree.c: the CPU references of ref_ddtree.h.  Each function follows
+ * ref/ddtree.c: the CPU references of ref/ddtree.h.  Each function follows
  * the spec's wording step by step; nothing here is clever.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_ddtree.h"
+#include "ref/ddtree.h"
 
 float
 ref_bf16_to_f32(uint16_t h)
