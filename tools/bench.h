@@ -1,7 +1,9 @@
 /*
- * bench.h: what kdtree-bench's parts share.  The tool is split like zstd's:
- * timing (bench.c), the generic loop and report (bench.c), one file per
- * kernel's GPU cases (bench_<kernel>.c), and a thin CLI (kdtree-bench.c).
+ * bench.h: what a kernel's cases (bench_<kernel>.c) may ask of
+ * kdtree-bench.  The tool is split by job like zstd's timefn/benchfn/
+ * benchzstd: the core (context, timing, load path, baselines, report: see
+ * bench_ctx.h), one file per kernel's GPU cases, and a thin command line
+ * (kdtree-bench.c).
  *
  * Every figure is a median of repeated runs.  A GPU time is measured with
  * CUDA events around a batch of back-to-back launches, so launch gaps do

@@ -1,7 +1,8 @@
 /*
  * bench_suite.h: what kdtree-bench's CLI (kdtree-bench.c) asks of the
- * generic loop and report (bench.c), beyond bench.h's interface for the
- * per-kernel cases.  Kept apart so the case files see only what they need.
+ * core (bench_ctx.h: context, timing, load path, baselines, report),
+ * beyond bench.h's interface for the per-kernel cases.  Kept apart so the
+ * case files see only what they need.
  */
 #ifndef KDT_BENCH_SUITE_H
 #define KDT_BENCH_SUITE_H

@@ -4,7 +4,8 @@
  * cuLaunchKernel; without a GPU, compile-only for sm_90a (Hopper, as the
  * runtime builds it) and sm_120.
  *
- * This file is only the command line; bench.c does the work.
+ * This file is only the command line; the core (bench_ctx.h) does the
+ * work.
  */
 #include <limits.h>
 #include <stdio.h>

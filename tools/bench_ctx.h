@@ -1,0 +1,149 @@
+/*
+ * bench_ctx.h: what the parts of kdtree-bench's core share and nobody
+ * else sees: the context, the rows it collects, and the few calls one part
+ * makes into another.  The parts, one job each (the split of zstd's
+ * timefn/benchfn/benchzstd):
+ *
+ *   bench.c           the context: the GPU, device memory, failures, rows
+ *   bench_time.c      timing: medians, the batch loop, CUDA events, host
+ *   bench_load.c      the load path: cold, warm, hot, the bare compile
+ *   bench_baseline.c  the torch baseline scripts
+ *   bench_report.c    the table and the JSON
+ *
+ * The kernels' cases (bench_<kernel>.c) see only bench.h, the command line
+ * (kdtree-bench.c) bench_suite.h.
+ */
+#ifndef KDT_BENCH_CTX_H
+#define KDT_BENCH_CTX_H
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench_suite.h"
+#include "cuda/driver.h"
+#include "jit/cubin_info.h"
+#include "jit/registry.h"
+
+/* The H200 limits the report compares against: measured device-to-device
+ * copy bandwidth and dense bf16 tensor throughput. */
+#define H200_BYTES_PER_S 4.3e12
+#define H200_FLOPS_PER_S 989e12
+
+#define MAX_LOAD_ROWS 64
+#define MAX_ROWS 256
+#define MAX_OVERHEAD 16
+#define MAX_BASE 512
+#define MAX_ROW_BASELINES 4
+#define MAX_CASES 16
+#define MAX_NOTES 64
+
+typedef struct load_row {
+    char kernel[32];
+    char arch[32];
+    char shape[160];
+    int gpu;           /* 1: through a runtime; 0: kdtree_compile() */
+    int reps_cold, reps_warm;
+    double cold_ms;    /* empty cache: NVRTC compile + publish (+ load) */
+    double cold_nvrtc_ms; /* the compile's own NVRTC time (stats) */
+    double bare_ms;    /* kdt_nvrtc_compile() of the same source alone */
+    double warm_ms;    /* entry on disk: read, verify (+ load) */
+    double warm_load_ms; /* of which cuModuleLoadData (stats) */
+    double hot_find_us;  /* kdt_runtime_find() of a loaded shape */
+    double hot_prepare_us; /* kdtree_prepare() of a loaded shape */
+    /* The cached cubin's kernel functions (n_fn = -1: not read, a PTX
+     * entry or unreadable). */
+    kdt_cubin_kernel fn[KDT_MAX_FUNCS];
+    int n_fn;
+    char problem[256]; /* what went wrong or looked wrong, or "" */
+} load_row;
+
+/* The same work done another way, timed in the same run. */
+typedef struct row_baseline {
+    char name[48];
+    double us;
+} row_baseline;
+
+typedef struct kernel_row {
+    char kernel[32];
+    char config[96];
+    double us, bytes, flops;
+    row_baseline base[MAX_ROW_BASELINES];
+    int n_base;
+} kernel_row;
+
+typedef struct overhead_row {
+    char kernel[32];
+    char config[96];
+    double api_us, bare_us;
+    int calls;
+} overhead_row;
+
+typedef struct base_row {
+    char script[48];
+    char label[48]; /* "torch", "flashinfer-bound", ... */
+    char kernel[48];
+    char config[128];
+    double us;
+    int matched; /* shown beside a kernel row */
+} base_row;
+
+typedef struct case_row {
+    char name[32];
+    char outcome[600]; /* "ok", or the failure */
+} case_row;
+
+struct bench_ctx {
+    int quick;
+    /* GPU state; rt is NULL in compile-only mode. */
+    kdtree_runtime *rt;
+    const kdt_driver *drv;
+    CUstream stream;
+    CUevent ev0, ev1;
+    CUmodule spin_mod;
+    CUfunction spin_fn; /* NULL: batches run without a head start */
+    char device_name[128];
+    char no_gpu_reason[512];
+    /* The running case's buffers and its abort point. */
+    uint64_t *allocs;
+    size_t n_allocs, cap_allocs;
+    jmp_buf *abort_to;
+    char abort_msg[512];
+    uint64_t rng;
+    int nvrtc_warmed;
+    load_row load[MAX_LOAD_ROWS];
+    int n_load;
+    kernel_row rows[MAX_ROWS];
+    int n_rows;
+    overhead_row over[MAX_OVERHEAD];
+    int n_over;
+    base_row base[MAX_BASE];
+    int n_base;
+    case_row cases[MAX_CASES];
+    int n_cases;
+    char *notes[MAX_NOTES];
+    int n_notes;
+};
+
+/* ---- bench.c ------------------------------------------------------------ */
+
+/* calloc that exits on no memory (a bench that cannot allocate its rows
+ * has nothing to report). */
+void *bench_xcalloc(size_t n, size_t size);
+/* Leaves the running case (or the process, outside a case) with `msg`. */
+void bench_abort(bench_ctx *b, const char *msg)
+    __attribute__((noreturn));
+/* Aborts the running case when a driver call failed. */
+void bench_cu_check(bench_ctx *b, CUresult r, const char *call);
+
+/* ---- bench_time.c ------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in microseconds. */
+double bench_now_us(void);
+/* Median of v[0..n) (sorts v); NAN for n = 0. */
+double bench_median(double *v, int n);
+/* Compiles and loads the spin kernel the GPU batches start behind (see
+ * bench_time.c); without it b->spin_fn stays NULL and a note says so. */
+void bench_load_spin(bench_ctx *b);
+
+#endif /* KDT_BENCH_CTX_H */

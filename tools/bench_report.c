@@ -1,0 +1,486 @@
+/*
+ * bench_report.c: kdtree-bench's report (see bench_suite.h): the rows the
+ * other parts collected, as a table for a person or as one JSON object
+ * (its shape is what tests/test_bench.sh checks and the plotting and
+ * baseline tools read), with the targets of issue 2 judged from them.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench_ctx.h"
+#include "cuda/nvrtc.h"
+#include "runtime/runtime.h"
+
+static void
+json_str(FILE *o, const char *s)
+{
+    fputc('"', o);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(o, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", o);
+        else if (c == '\t')
+            fputs("\\t", o);
+        else if (c < 0x20)
+            fprintf(o, "\\u%04x", c);
+        else
+            fputc(c, o);
+    }
+    fputc('"', o);
+}
+
+static void
+json_num(FILE *o, double v)
+{
+    if (isfinite(v))
+        fprintf(o, "%.6g", v);
+    else
+        fputs("null", o);
+}
+
+/* A number in a table cell, "-" when not measured. */
+static const char *
+cell(char *buf, size_t size, const char *fmt, double v)
+{
+    if (isfinite(v))
+        snprintf(buf, size, fmt, v);
+    else
+        snprintf(buf, size, "-");
+    return buf;
+}
+
+typedef struct target {
+    const char *what;
+    char subject[64];
+    double value, limit;
+    const char *unit;
+    int met;
+} target;
+
+/* The issue's targets, from the GPU measurements only. */
+static int
+collect_targets(bench_ctx *b, target *t, int max)
+{
+    int n = 0;
+    for (int i = 0; i < b->n_load && n + 3 <= max; i++) {
+        load_row *r = &b->load[i];
+        if (!r->gpu)
+            continue;
+        t[n] = (target){"warm load from disk", "", r->warm_ms, 1.0, "ms", 0};
+        snprintf(t[n].subject, sizeof t[n].subject, "%s", r->kernel);
+        t[n].met = isfinite(r->warm_ms) && r->warm_ms < 1.0;
+        n++;
+        t[n] = (target){"hot lookup", "", r->hot_find_us, 1.0, "us", 0};
+        snprintf(t[n].subject, sizeof t[n].subject, "%s", r->kernel);
+        t[n].met = isfinite(r->hot_find_us) && r->hot_find_us < 1.0;
+        n++;
+        t[n] = (target){"cold / bare NVRTC", "", r->cold_ms / r->bare_ms,
+                        1.10, "x", 0};
+        snprintf(t[n].subject, sizeof t[n].subject, "%s", r->kernel);
+        t[n].met = isfinite(t[n].value) && t[n].value <= 1.10;
+        n++;
+    }
+    for (int i = 0; i < b->n_over && n < max; i++) {
+        overhead_row *o = &b->over[i];
+        t[n] = (target){"API cost over cuLaunchKernel", "",
+                        o->api_us - o->bare_us, 0.5, "us", 0};
+        snprintf(t[n].subject, sizeof t[n].subject, "%s", o->kernel);
+        t[n].met = isfinite(t[n].value) && t[n].value < 0.5;
+        n++;
+    }
+    return n;
+}
+
+/* A load row's kernel functions: a list, or null when not read. */
+static void
+json_functions(FILE *o, const load_row *r)
+{
+    if (r->n_fn < 0) {
+        fputs("null", o);
+        return;
+    }
+    fputc('[', o);
+    for (int i = 0; i < r->n_fn; i++) {
+        const kdt_cubin_kernel *k = &r->fn[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", o);
+        json_str(o, k->name);
+        fprintf(o, ", \"registers\": %u, \"stack_bytes\": %u, "
+                "\"shared_bytes\": %u, \"param_bytes\": %u, "
+                "\"max_threads\": %u}", k->registers, k->stack_bytes,
+                k->shared_bytes, k->param_bytes, k->max_threads);
+    }
+    fputc(']', o);
+}
+
+/* The resources table under the load table. */
+static void
+table_functions(bench_ctx *b, FILE *o)
+{
+    int any = 0;
+    for (int i = 0; i < b->n_load; i++)
+        any |= b->load[i].n_fn > 0;
+    if (!any)
+        return;
+    fprintf(o, "\nResources per kernel function (the cached cubin of each "
+            "row; stack > 0 is local memory: spills, local arrays, calls)\n");
+    fprintf(o, "%-13s %-8s %-24s %5s %6s %8s %7s %8s\n", "kernel", "target",
+            "function", "regs", "stack", "shared", "params", "threads");
+    for (int i = 0; i < b->n_load; i++) {
+        const load_row *r = &b->load[i];
+        for (int f = 0; f < r->n_fn; f++)
+            fprintf(o, "%-13s %-8s %-24s %5u %6u %8u %7u %8u\n", r->kernel,
+                    r->arch, r->fn[f].name, r->fn[f].registers,
+                    r->fn[f].stack_bytes, r->fn[f].shared_bytes,
+                    r->fn[f].param_bytes, r->fn[f].max_threads);
+    }
+    fprintf(o, "  shared = static, with the 1 KB the system reserves; "
+            "dynamic shared memory is set at launch; threads = "
+            "__launch_bounds__\n");
+}
+
+static const char *
+nvrtc_version_text(void)
+{
+    int st = 0;
+    const kdt_nvrtc *n = kdt_nvrtc_get(&st);
+    return n ? kdt_nvrtc_version(n) : "unavailable";
+}
+
+static void
+report_json(bench_ctx *b, FILE *o)
+{
+    target t[MAX_LOAD_ROWS * 3 + MAX_OVERHEAD];
+    int nt = collect_targets(b, t, (int)(sizeof t / sizeof t[0]));
+    fputs("{\n  \"tool\": \"kdtree-bench\",\n  \"version\": ", o);
+    json_str(o, kdtree_version_string());
+    fprintf(o, ",\n  \"mode\": \"%s\",\n  \"quick\": %s,\n",
+            b->rt ? "gpu" : "compile-only", b->quick ? "true" : "false");
+    fputs("  \"device\": ", o);
+    if (b->rt)
+        json_str(o, b->device_name);
+    else
+        fputs("null", o);
+    fputs(",\n  \"arch\": ", o);
+    if (b->rt)
+        json_str(o, kdtree_runtime_arch(b->rt));
+    else
+        fputs("null", o);
+    fputs(",\n  \"no_gpu_reason\": ", o);
+    if (b->rt)
+        fputs("null", o);
+    else
+        json_str(o, b->no_gpu_reason);
+    fputs(",\n  \"nvrtc\": ", o);
+    json_str(o, nvrtc_version_text());
+    fprintf(o, ",\n  \"limits\": {\"bytes_per_s\": %.4g, \"flops_per_s\": "
+            "%.4g},\n", H200_BYTES_PER_S, H200_FLOPS_PER_S);
+
+    fputs("  \"load\": [", o);
+    for (int i = 0; i < b->n_load; i++) {
+        load_row *r = &b->load[i];
+        fputs(i ? ",\n    {" : "\n    {", o);
+        fputs("\"kernel\": ", o);
+        json_str(o, r->kernel);
+        fputs(", \"target\": ", o);
+        json_str(o, r->arch);
+        fputs(", \"shape\": ", o);
+        json_str(o, r->shape);
+        fprintf(o, ", \"path\": \"%s\"", r->gpu ? "runtime" : "compile-only");
+        fprintf(o, ", \"reps_cold\": %d, \"reps_warm\": %d", r->reps_cold,
+                r->reps_warm);
+        fputs(", \"cold_ms\": ", o);
+        json_num(o, r->cold_ms);
+        fputs(", \"cold_nvrtc_ms\": ", o);
+        json_num(o, r->cold_nvrtc_ms);
+        fputs(", \"bare_nvrtc_ms\": ", o);
+        json_num(o, r->bare_ms);
+        fputs(", \"cold_over_bare\": ", o);
+        json_num(o, r->cold_ms / r->bare_ms);
+        fputs(", \"warm_ms\": ", o);
+        json_num(o, r->warm_ms);
+        fputs(", \"warm_module_load_ms\": ", o);
+        json_num(o, r->warm_load_ms);
+        fputs(", \"hot_find_us\": ", o);
+        json_num(o, r->hot_find_us);
+        fputs(", \"hot_prepare_us\": ", o);
+        json_num(o, r->hot_prepare_us);
+        fputs(", \"functions\": ", o);
+        json_functions(o, r);
+        fputs(", \"problem\": ", o);
+        if (r->problem[0])
+            json_str(o, r->problem);
+        else
+            fputs("null", o);
+        fputc('}', o);
+    }
+    fputs(b->n_load ? "\n  ],\n" : "],\n", o);
+
+    fputs("  \"kernels\": [", o);
+    for (int i = 0; i < b->n_rows; i++) {
+        kernel_row *r = &b->rows[i];
+        double s = r->us * 1e-6;
+        fputs(i ? ",\n    {" : "\n    {", o);
+        fputs("\"kernel\": ", o);
+        json_str(o, r->kernel);
+        fputs(", \"config\": ", o);
+        json_str(o, r->config);
+        fputs(", \"us\": ", o);
+        json_num(o, r->us);
+        fputs(", \"bytes\": ", o);
+        json_num(o, r->bytes);
+        fputs(", \"flops\": ", o);
+        json_num(o, r->flops);
+        fputs(", \"tb_per_s\": ", o);
+        json_num(o, r->bytes > 0 ? r->bytes / s / 1e12 : NAN);
+        fputs(", \"bw_fraction\": ", o);
+        json_num(o, r->bytes > 0 ? r->bytes / s / H200_BYTES_PER_S : NAN);
+        fputs(", \"tflop_per_s\": ", o);
+        json_num(o, r->flops > 0 ? r->flops / s / 1e12 : NAN);
+        fputs(", \"flop_fraction\": ", o);
+        json_num(o, r->flops > 0 ? r->flops / s / H200_FLOPS_PER_S : NAN);
+        /* "baseline" is the first (today's path); "baselines" all. */
+        fputs(", \"baseline\": ", o);
+        if (r->n_base)
+            json_str(o, r->base[0].name);
+        else
+            fputs("null", o);
+        fputs(", \"baseline_us\": ", o);
+        json_num(o, r->n_base ? r->base[0].us : NAN);
+        fputs(", \"baselines\": [", o);
+        for (int j = 0; j < r->n_base; j++) {
+            fputs(j ? ", {\"name\": " : "{\"name\": ", o);
+            json_str(o, r->base[j].name);
+            fputs(", \"us\": ", o);
+            json_num(o, r->base[j].us);
+            fputs(", \"ours_faster_by\": ", o);
+            json_num(o, r->base[j].us / r->us);
+            fputc('}', o);
+        }
+        fputs("]}", o);
+    }
+    fputs(b->n_rows ? "\n  ],\n" : "],\n", o);
+
+    fputs("  \"cases\": [", o);
+    for (int i = 0; i < b->n_cases; i++) {
+        fputs(i ? ", {\"name\": " : "{\"name\": ", o);
+        json_str(o, b->cases[i].name);
+        fputs(", \"outcome\": ", o);
+        json_str(o, b->cases[i].outcome);
+        fputc('}', o);
+    }
+    fputs("],\n  \"overhead\": [", o);
+    for (int i = 0; i < b->n_over; i++) {
+        overhead_row *r = &b->over[i];
+        fputs(i ? ", {\"kernel\": " : "{\"kernel\": ", o);
+        json_str(o, r->kernel);
+        fputs(", \"config\": ", o);
+        json_str(o, r->config);
+        fputs(", \"api_us\": ", o);
+        json_num(o, r->api_us);
+        fputs(", \"bare_launch_us\": ", o);
+        json_num(o, r->bare_us);
+        fputs(", \"added_us\": ", o);
+        json_num(o, r->api_us - r->bare_us);
+        fprintf(o, ", \"calls_per_batch\": %d}", r->calls);
+    }
+    fputs("],\n  \"baselines\": [", o);
+    for (int i = 0; i < b->n_base; i++) {
+        base_row *r = &b->base[i];
+        fputs(i ? ", {\"script\": " : "{\"script\": ", o);
+        json_str(o, r->script);
+        fputs(", \"label\": ", o);
+        json_str(o, r->label);
+        fputs(", \"kernel\": ", o);
+        json_str(o, r->kernel);
+        fputs(", \"config\": ", o);
+        json_str(o, r->config);
+        fputs(", \"us\": ", o);
+        json_num(o, r->us);
+        fputc('}', o);
+    }
+    fputs("],\n  \"targets\": [", o);
+    for (int i = 0; i < nt; i++) {
+        fputs(i ? ", {\"what\": " : "{\"what\": ", o);
+        json_str(o, t[i].what);
+        fputs(", \"subject\": ", o);
+        json_str(o, t[i].subject);
+        fputs(", \"value\": ", o);
+        json_num(o, t[i].value);
+        fprintf(o, ", \"limit\": %g, \"unit\": \"%s\", \"met\": %s}",
+                t[i].limit, t[i].unit, t[i].met ? "true" : "false");
+    }
+    fputs("],\n  \"notes\": [", o);
+    for (int i = 0; i < b->n_notes; i++) {
+        if (i)
+            fputs(", ", o);
+        json_str(o, b->notes[i]);
+    }
+    fputs("]\n}\n", o);
+}
+
+static void
+report_table(bench_ctx *b, FILE *o)
+{
+    char c1[32], c2[32], c3[32], c4[32], c5[32], c6[32], c7[32];
+    target t[MAX_LOAD_ROWS * 3 + MAX_OVERHEAD];
+    int nt = collect_targets(b, t, (int)(sizeof t / sizeof t[0]));
+
+    fprintf(o, "kdtree-bench %s   NVRTC %s\n", kdtree_version_string(),
+            nvrtc_version_text());
+    if (b->rt)
+        fprintf(o, "device: %s (%s)%s\n", b->device_name,
+                kdtree_runtime_arch(b->rt), b->quick ? "   [--quick]" : "");
+    else
+        fprintf(o, "device: none (%s): compile-only%s\n", b->no_gpu_reason,
+                b->quick ? "   [--quick]" : "");
+
+    if (b->n_load) {
+        fprintf(o, "\nLoad path, default shapes (medians; cold = empty cache "
+                "dir: NVRTC + publish%s; warm = fresh %s, entry on disk)\n",
+                b->rt ? " + load" : "", b->rt ? "runtime" : "process memory");
+        fprintf(o, "%-13s %-8s %10s %10s %10s %7s %9s %8s %8s  %s\n",
+                "kernel", "target", "cold ms", "in NVRTC", "bare ms",
+                "c/bare", "warm ms", "hot us", "prep us", "shape");
+        for (int i = 0; i < b->n_load; i++) {
+            load_row *r = &b->load[i];
+            fprintf(o, "%-13s %-8s %10s %10s %10s %7s %9s %8s %8s  %s\n",
+                    r->kernel, r->arch,
+                    cell(c1, sizeof c1, "%.1f", r->cold_ms),
+                    cell(c7, sizeof c7, "%.1f", r->cold_nvrtc_ms),
+                    cell(c2, sizeof c2, "%.1f", r->bare_ms),
+                    cell(c3, sizeof c3, "%.3f", r->cold_ms / r->bare_ms),
+                    cell(c4, sizeof c4, "%.3f", r->warm_ms),
+                    cell(c5, sizeof c5, "%.3f", r->hot_find_us),
+                    cell(c6, sizeof c6, "%.3f", r->hot_prepare_us),
+                    r->shape);
+            if (r->problem[0])
+                fprintf(o, "    ! %s\n", r->problem);
+        }
+        fprintf(o, "  in NVRTC = the cold run's own time inside NVRTC "
+                "(kdtree_cache_stats_get); bare = kdt_nvrtc_compile of the same "
+                "source and options alone;\n  hot = kdt_runtime_find (the "
+                "launch path's lookup); prep = kdtree_prepare of a loaded "
+                "shape\n");
+        table_functions(b, o);
+    }
+
+    if (b->n_rows) {
+        fprintf(o, "\nKernels on the GPU (median us per launch, CUDA events "
+                "around back-to-back batches; H200 limits: %.1f TB/s, %.0f "
+                "TFLOP/s bf16)\n", H200_BYTES_PER_S / 1e12,
+                H200_FLOPS_PER_S / 1e12);
+        fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s  %s\n", "kernel",
+                "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak",
+                "baselines, same run (their us / ours)");
+        for (int i = 0; i < b->n_rows; i++) {
+            kernel_row *r = &b->rows[i];
+            double s = r->us * 1e-6;
+            char base[MAX_ROW_BASELINES * 80] = "";
+            for (int j = 0, len = 0; j < r->n_base; j++)
+                if (isfinite(r->base[j].us) && len < (int)sizeof base)
+                    len += snprintf(base + len, sizeof base - len,
+                                    "%s%s %.2f us (%.2fx)", len ? "  " : "",
+                                    r->base[j].name, r->base[j].us,
+                                    r->base[j].us / r->us);
+            fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s  %s\n", r->kernel,
+                    r->config, r->us,
+                    cell(c1, sizeof c1, "%.2f",
+                         r->bytes > 0 ? r->bytes / s / 1e12 : NAN),
+                    cell(c2, sizeof c2, "%.1f%%",
+                         r->bytes > 0 ? 100 * r->bytes / s / H200_BYTES_PER_S
+                                      : NAN),
+                    cell(c3, sizeof c3, "%.1f",
+                         r->flops > 0 ? r->flops / s / 1e12 : NAN),
+                    cell(c4, sizeof c4, "%.1f%%",
+                         r->flops > 0 ? 100 * r->flops / s / H200_FLOPS_PER_S
+                                      : NAN),
+                    base);
+        }
+    }
+    if (b->n_cases) {
+        fprintf(o, "\nGPU cases:");
+        for (int i = 0; i < b->n_cases; i++)
+            fprintf(o, "%s %s: %s", i ? ";" : "", b->cases[i].name,
+                    b->cases[i].outcome);
+        fputc('\n', o);
+    }
+    if (b->n_over) {
+        fprintf(o, "\nHost cost per launch (median wall time per call, "
+                "batches of back-to-back calls)\n");
+        fprintf(o, "%-13s %-24s %10s %12s %10s\n", "kernel", "config",
+                "API us", "cuLaunch us", "added us");
+        for (int i = 0; i < b->n_over; i++) {
+            overhead_row *r = &b->over[i];
+            fprintf(o, "%-13s %-24s %10.3f %12.3f %10.3f\n", r->kernel,
+                    r->config, r->api_us, r->bare_us, r->api_us - r->bare_us);
+        }
+    }
+    if (b->n_base) {
+        int header = 0;
+        for (int i = 0; i < b->n_base; i++) {
+            const base_row *x = &b->base[i];
+            if (x->matched)
+                continue;
+            if (!header++) {
+                fprintf(o, "\nBaselines with no kernel row of ours (same "
+                        "run)\n");
+                fprintf(o, "%-18s %-20s %-12s %-40s %10s\n", "script",
+                        "baseline", "kernel", "config", "us");
+            }
+            fprintf(o, "%-18s %-20s %-12s %-40s %10.2f\n", x->script,
+                    x->label, x->kernel, x->config, x->us);
+        }
+    }
+    if (nt) {
+        fprintf(o, "\nTargets (issue 2)\n");
+        for (int i = 0; i < nt; i++)
+            fprintf(o, "  %-30s %-13s %10s %-2s (limit %g) %s\n", t[i].what,
+                    t[i].subject, cell(c7, sizeof c7, "%.3f", t[i].value),
+                    t[i].unit, t[i].limit, t[i].met ? "met" : "NOT MET");
+    }
+    if (b->n_notes) {
+        fprintf(o, "\nNotes\n");
+        for (int i = 0; i < b->n_notes; i++)
+            fprintf(o, "  - %s\n", b->notes[i]);
+    }
+}
+
+/* Puts each baseline script's medians beside the kernel row of the same
+ * kernel and config (the case files and the scripts share config
+ * strings), one per label, in the scripts' order. */
+static void
+match_baselines(bench_ctx *b)
+{
+    for (int i = 0; i < b->n_rows; i++) {
+        kernel_row *r = &b->rows[i];
+        for (int j = 0; j < b->n_base; j++) {
+            base_row *x = &b->base[j];
+            int have = 0;
+            if (strcmp(x->kernel, r->kernel) != 0 ||
+                strcmp(x->config, r->config) != 0)
+                continue;
+            for (int k = 0; k < r->n_base; k++)
+                have |= strcmp(r->base[k].name, x->label) == 0;
+            if (!have && r->n_base < MAX_ROW_BASELINES) {
+                row_baseline *rb = &r->base[r->n_base++];
+                snprintf(rb->name, sizeof rb->name, "%s", x->label);
+                rb->us = x->us;
+            }
+            x->matched = 1;
+        }
+    }
+}
+
+void
+bench_report(bench_ctx *b, FILE *out, int json)
+{
+    match_baselines(b);
+    if (json)
+        report_json(b, out);
+    else
+        report_table(b, out);
+    fflush(out);
+}
