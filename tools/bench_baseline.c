@@ -1,8 +1,10 @@
 /*
- * bench_baseline.c: kdtree-bench's torch baselines (see bench_suite.h):
- * today's way of doing each kernel's work, timed by a Python script in the
- * same session, so that the report can put it beside ours.
+ * bench_baseline.c: kdtree-bench's baselines (see bench_suite.h): today's
+ * ways of doing each kernel's work (torch; FlashInfer where it imports),
+ * timed by a Python script in the same session, so that the report can
+ * put them beside ours, and what came of each script's run.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,72 +105,118 @@ write_configs(bench_ctx *b, const char *kernel, char *out, size_t size)
     return n ? 0 : -1;
 }
 
-/* Runs `script`; with `kernel`, on the cases of it this run measured. */
+/* Records the outcome of a run (the first one said wins: a skip is not
+ * overwritten by the exit status that follows it); also on stderr. */
 static void
-run_baseline(bench_ctx *b, const char *tools_dir, const char *script,
-             const char *kernel)
+outcome(base_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+outcome(base_run *run, const char *fmt, ...)
 {
-    char path[4096], cmd[8192], line[1024], configs[64] = "";
-    FILE *f, *p;
-    int got = 0;
-    snprintf(path, sizeof path, "%s/%s", tools_dir, script);
-    if (access(path, R_OK) != 0) {
-        bench_note(b, "baseline %s: not found (%s)", script, path);
+    va_list ap;
+    if (run->outcome[0])
         return;
-    }
+    va_start(ap, fmt);
+    vsnprintf(run->outcome, sizeof run->outcome, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "kdtree-bench: baseline %s: %s\n", run->script,
+            run->outcome);
+}
+
+/* One "kernel\tconfig\tus\tlabel" line of the flattener (config may be
+ * empty) into a base row. */
+static void
+add_row(bench_ctx *b, base_run *run, char *line)
+{
+    char *f[4], *rest = line;
+    int nf = 0;
+    base_row *r;
+    while (nf < 4 && rest)
+        f[nf++] = strsep(&rest, "\t");
+    if (nf < 4 || !*f[0] || !*f[2] || b->n_base == MAX_BASE)
+        return;
+    r = &b->base[b->n_base++];
+    _Static_assert(sizeof r->script == sizeof run->script, "script names");
+    memcpy(r->script, run->script, sizeof r->script);
+    snprintf(r->kernel, sizeof r->kernel, "%s", f[0]);
+    snprintf(r->config, sizeof r->config, "%s", f[1]);
+    r->us = atof(f[2]);
+    snprintf(r->label, sizeof r->label, "%s", *f[3] ? f[3] : "torch");
+    r->matched = 0;
+    run->rows++;
+}
+
+/* Runs the flattener on the script at `path` (with --configs FILE when
+ * `configs` is not empty); the run's outcome says what came of it. */
+static void
+run_flattener(bench_ctx *b, base_run *run, const char *path,
+              const char *configs)
+{
+    char cmd[8192], line[1024];
+    FILE *f, *p;
     /* The flattener goes through a temp file: no quoting of Python code in
      * a shell command. */
     char tmp[] = "/tmp/kdtree-bench-flatten.XXXXXX";
     int fd = mkstemp(tmp);
     if (fd < 0 || !(f = fdopen(fd, "w"))) {
-        bench_note(b, "baseline %s: cannot write a temp file", script);
+        if (fd >= 0)
+            close(fd);
+        outcome(run, "failed: cannot write a temp file");
         return;
     }
     fputs(flatten_py, f);
     fclose(f);
-    if (kernel && write_configs(b, kernel, configs, sizeof configs) != 0)
-        configs[0] = 0;
     snprintf(cmd, sizeof cmd, "python3 '%s' '%s'%s%s%s%s", tmp, path,
              b->quick ? " --quick" : "", configs[0] ? " --configs '" : "",
              configs, configs[0] ? "'" : "");
-    fprintf(stderr, "kdtree-bench: baseline %s\n", script);
     p = popen(cmd, "r");
     if (!p) {
-        bench_note(b, "baseline %s: cannot run python3", script);
+        outcome(run, "failed: cannot run python3");
         unlink(tmp);
-        if (configs[0])
-            unlink(configs);
         return;
     }
     while (fgets(line, sizeof line, p)) {
         line[strcspn(line, "\n")] = 0;
-        if (strncmp(line, "ROW\t", 4) == 0 && b->n_base < MAX_BASE) {
-            /* kernel, config (may be empty), us, label */
-            char *f[4], *rest = line + 4;
-            int nf = 0;
-            while (nf < 4 && rest)
-                f[nf++] = strsep(&rest, "\t");
-            if (nf < 4 || !*f[0] || !*f[2])
-                continue;
-            base_row *r = &b->base[b->n_base];
-            snprintf(r->script, sizeof r->script, "%s", script);
-            snprintf(r->kernel, sizeof r->kernel, "%s", f[0]);
-            snprintf(r->config, sizeof r->config, "%s", f[1]);
-            r->us = atof(f[2]);
-            snprintf(r->label, sizeof r->label, "%s", *f[3] ? f[3] : "torch");
-            b->n_base++;
-            got++;
-        } else if (strncmp(line, "NOTE\t", 5) == 0) {
-            bench_note(b, "baseline %s: %s", script, line + 5);
-        } else if (strncmp(line, "ERROR\t", 6) == 0) {
-            bench_note(b, "baseline %s: %s", script, line + 6);
-        }
+        if (strncmp(line, "ROW\t", 4) == 0)
+            add_row(b, run, line + 4);
+        else if (strncmp(line, "NOTE\t", 5) == 0)
+            bench_note(b, "baseline %s: %s", run->script, line + 5);
+        else if (strncmp(line, "ERROR\tskipped", 13) == 0)
+            outcome(run, "%s", line + 6);
+        else if (strncmp(line, "ERROR\t", 6) == 0)
+            outcome(run, "failed: %s", line + 6);
     }
     if (pclose(p) != 0)
-        bench_note(b, "baseline %s: python3 missing or failed", script);
-    else if (!got)
-        bench_note(b, "baseline %s: no rows", script);
+        outcome(run, "failed: python3 missing or failed");
+    else if (!run->rows)
+        outcome(run, "failed: no rows in what it wrote");
+    else
+        outcome(run, "ok");
     unlink(tmp);
+}
+
+/* Runs `script`; with `kernel`, on the cases of it this run measured. */
+static void
+run_baseline(bench_ctx *b, const char *tools_dir, const char *script,
+             const char *kernel)
+{
+    char path[4096], configs[64] = "";
+    base_run *run;
+    if (b->n_runs == MAX_BASE_RUNS)
+        return;
+    run = &b->runs[b->n_runs++];
+    memset(run, 0, sizeof *run);
+    snprintf(run->script, sizeof run->script, "%s", script);
+    snprintf(path, sizeof path, "%s/%s", tools_dir, script);
+    fprintf(stderr, "kdtree-bench: baseline %s\n", script);
+    if (access(path, R_OK) != 0) {
+        outcome(run, "failed: not found (%s)", path);
+        return;
+    }
+    if (kernel && write_configs(b, kernel, configs, sizeof configs) != 0)
+        configs[0] = 0;
+    run_flattener(b, run, path, configs);
     if (configs[0])
         unlink(configs);
 }

@@ -35,6 +35,7 @@
 #define MAX_OVERHEAD 16
 #define MAX_BASE 512
 #define MAX_ROW_BASELINES 4
+#define MAX_BASE_RUNS 8
 #define MAX_CASES 16
 #define MAX_NOTES 64
 
@@ -88,6 +89,15 @@ typedef struct base_row {
     int matched; /* shown beside a kernel row */
 } base_row;
 
+/* One baseline script's run: "ok", "skipped: why" (exit 77: no torch, no
+ * CUDA device) or "failed: why", so that a report without baseline
+ * figures says why they are missing. */
+typedef struct base_run {
+    char script[48];
+    char outcome[300];
+    int rows;
+} base_run;
+
 typedef struct case_row {
     char name[32];
     char outcome[600]; /* "ok", or the failure */
@@ -119,6 +129,8 @@ struct bench_ctx {
     int n_over;
     base_row base[MAX_BASE];
     int n_base;
+    base_run runs[MAX_BASE_RUNS];
+    int n_runs;
     case_row cases[MAX_CASES];
     int n_cases;
     char *notes[MAX_NOTES];

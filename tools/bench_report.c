@@ -301,6 +301,14 @@ report_json(bench_ctx *b, FILE *o)
         json_num(o, r->us);
         fputc('}', o);
     }
+    fputs("],\n  \"baseline_runs\": [", o);
+    for (int i = 0; i < b->n_runs; i++) {
+        fputs(i ? ", {\"script\": " : "{\"script\": ", o);
+        json_str(o, b->runs[i].script);
+        fputs(", \"outcome\": ", o);
+        json_str(o, b->runs[i].outcome);
+        fprintf(o, ", \"rows\": %d}", b->runs[i].rows);
+    }
     fputs("],\n  \"targets\": [", o);
     for (int i = 0; i < nt; i++) {
         fputs(i ? ", {\"what\": " : "{\"what\": ", o);
@@ -417,6 +425,14 @@ report_table(bench_ctx *b, FILE *o)
             fprintf(o, "%-13s %-24s %10.3f %12.3f %10.3f\n", r->kernel,
                     r->config, r->api_us, r->bare_us, r->api_us - r->bare_us);
         }
+    }
+    if (b->n_runs) {
+        /* Each script's outcome: a report without baseline figures says
+         * why they are missing. */
+        fprintf(o, "\nBaseline scripts (same run)\n");
+        for (int i = 0; i < b->n_runs; i++)
+            fprintf(o, "  %-20s %s\n", b->runs[i].script,
+                    b->runs[i].outcome);
     }
     if (b->n_base) {
         int header = 0;

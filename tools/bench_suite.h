@@ -55,8 +55,9 @@ void bench_check(bench_ctx *b, int st, const char *what);
 /* Runs the baseline scripts in `tools_dir` (baseline_topk.py: torch;
  * baseline_attn.py: torch and FlashInfer, on the verify_attn cases this run
  * measured) with python3 and keeps their medians, each under its label,
- * for the report.  Missing python3, torch, FlashInfer or scripts are
- * noted (with the scripts' own reasons), not fatal. */
+ * for the report, and each script's outcome: ok, skipped (with the
+ * script's reason: no torch, no CUDA device) or failed (no python3, no
+ * script), never fatal. */
 void bench_run_baselines(bench_ctx *b, const char *tools_dir, int topk,
                          int attn);
 

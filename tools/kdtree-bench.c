@@ -7,6 +7,7 @@
  * This file is only the command line; the core (bench_ctx.h) does the
  * work.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,8 @@ usage(FILE *o)
           "                  where it imports) and print their medians\n"
           "                  beside ours (each only when its kernel is\n"
           "                  measured)\n"
-          "  --kernel NAME   only this kernel (repeatable)\n"
+          "  --kernel NAME   only this kernel (repeatable; a name that is\n"
+          "                  not a registered kernel is a usage error)\n"
           "\n"
           "Environment: KDTREE_BENCH_TOOLS (where the baseline scripts are);\n"
           "the bench sets KDTREE_CACHE_DIR to temporary directories for its\n"
@@ -70,14 +72,54 @@ tools_dir(char *out, size_t size, const char *argv0)
         snprintf(out, size, ".");
 }
 
+/* The kernels --kernel named, as a bit per registered kernel index; 0 is
+ * every kernel. */
+static unsigned only;
+
 static int
-wanted(const char *name, char **only, int n_only)
+wanted(const char *name)
 {
-    if (!n_only)
+    if (!only)
         return 1;
-    for (int i = 0; i < n_only; i++)
-        if (strcmp(only[i], name) == 0)
-            return 1;
+    for (int k = 0; k < kdtree_kernel_count() && k < 32; k++)
+        if (strcmp(kdtree_kernel_name(k), name) == 0)
+            return (only >> k) & 1;
+    return 0;
+}
+
+/* Adds a --kernel name; 0, or 2 (usage) for a name that is not a
+ * registered kernel: a misspelt one must not measure nothing and pass. */
+static int
+add_kernel(const char *name)
+{
+    int n = kdtree_kernel_count();
+    for (int k = 0; k < n && k < 32; k++)
+        if (strcmp(kdtree_kernel_name(k), name) == 0) {
+            only |= 1u << k;
+            return 0;
+        }
+    fprintf(stderr, "kdtree-bench: unknown kernel \"%s\" for --kernel "
+            "(the kernels:", name);
+    for (int k = 0; k < n; k++)
+        fprintf(stderr, "%s %s", k ? "," : "", kdtree_kernel_name(k));
+    fputs(")\n", stderr);
+    return 2;
+}
+
+/* The ordinal of --device: digits only (atoi would take "x" as 0). */
+static int
+parse_device(const char *s, int *out)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > INT_MAX) {
+        fprintf(stderr, "kdtree-bench: --device wants a device ordinal "
+                "(0, 1, ...), not \"%s\"\n", s);
+        return 2;
+    }
+    *out = (int)v;
     return 0;
 }
 
@@ -86,8 +128,7 @@ main(int argc, char **argv)
 {
     int json = 0, quick = 0, compile_only = 0, baseline = 0, device = 0;
     const char *archs = NULL, *json_out = NULL;
-    char *only[16];
-    int n_only = 0, failures = 0;
+    int failures = 0;
     static const struct {
         const char *name;
         int (*fn)(bench_ctx *);
@@ -100,6 +141,13 @@ main(int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int takes_value = !strcmp(a, "--arch") || !strcmp(a, "--json-out") ||
+                          !strcmp(a, "--device") || !strcmp(a, "--kernel");
+        if (takes_value && i + 1 >= argc) {
+            fprintf(stderr, "kdtree-bench: %s needs a value\n", a);
+            usage(stderr);
+            return 2;
+        }
         if (!strcmp(a, "--json"))
             json = 1;
         else if (!strcmp(a, "--quick"))
@@ -108,15 +156,17 @@ main(int argc, char **argv)
             compile_only = 1;
         else if (!strcmp(a, "--baseline"))
             baseline = 1;
-        else if (!strcmp(a, "--arch") && i + 1 < argc)
+        else if (!strcmp(a, "--arch"))
             archs = argv[++i];
-        else if (!strcmp(a, "--json-out") && i + 1 < argc)
+        else if (!strcmp(a, "--json-out"))
             json_out = argv[++i];
-        else if (!strcmp(a, "--device") && i + 1 < argc)
-            device = atoi(argv[++i]);
-        else if (!strcmp(a, "--kernel") && i + 1 < argc && n_only < 16)
-            only[n_only++] = argv[++i];
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        else if (!strcmp(a, "--device")) {
+            if (parse_device(argv[++i], &device))
+                return 2;
+        } else if (!strcmp(a, "--kernel")) {
+            if (add_kernel(argv[++i]))
+                return 2;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else {
@@ -135,7 +185,7 @@ main(int argc, char **argv)
     int n_kernels = kdtree_kernel_count();
     if (bench_has_gpu(b))
         for (int k = 0; k < n_kernels; k++)
-            if (wanted(kdtree_kernel_name(k), only, n_only))
+            if (wanted(kdtree_kernel_name(k)))
                 failures += bench_load_gpu(b, k) != 0;
 
     /* Compile-only rows: always without a GPU, and with one when asked. */
@@ -146,17 +196,17 @@ main(int argc, char **argv)
         for (char *a = strtok_r(list, ",", &save); a;
              a = strtok_r(NULL, ",", &save))
             for (int k = 0; k < n_kernels; k++)
-                if (wanted(kdtree_kernel_name(k), only, n_only))
+                if (wanted(kdtree_kernel_name(k)))
                     failures += bench_load_compile(b, k, a) != 0;
         free(list);
     }
 
     if (bench_has_gpu(b)) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            if (wanted(cases[i].name, only, n_only))
+            if (wanted(cases[i].name))
                 failures +=
                     bench_run_case(b, cases[i].name, cases[i].fn) != 0;
-        if (wanted("tree_accept", only, n_only))
+        if (wanted("tree_accept"))
             failures += bench_run_case(b, "api_overhead",
                                        bench_tree_accept_overhead) != 0;
     }
@@ -165,8 +215,8 @@ main(int argc, char **argv)
         char dir[PATH_MAX];
         tools_dir(dir, sizeof dir, argv[0]);
         /* Only the baselines of the kernels measured (--kernel). */
-        bench_run_baselines(b, dir, wanted("draft_topk", only, n_only),
-                            wanted("verify_attn", only, n_only));
+        bench_run_baselines(b, dir, wanted("draft_topk"),
+                            wanted("verify_attn"));
     }
 
     if (json_out) {
