@@ -111,14 +111,3 @@ gpu_stream(void)
                  "cuStreamCreate");
     return s;
 }
-
-int
-gpu_run_suite(Suite *s)
-{
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}

@@ -3,8 +3,9 @@
  * Automake's "skipped"), device buffers, and poisoning outputs so that an
  * element the kernel forgot to write is caught.
  *
- * CUDA is not fork-safe, so GPU suites run their Check cases in the test
- * process itself (CK_NOFORK) and initialise CUDA only there.
+ * A GPU suite's main() is kdt_test_main(suite, KDT_TEST_GPU) (harness.h):
+ * it skips (77) without a device and runs the Check cases in the test
+ * process itself, since CUDA is not fork-safe.
  */
 #ifndef KDT_TESTS_GPU_H
 #define KDT_TESTS_GPU_H
@@ -12,12 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <check.h>
-
 #include "kdtree.h"
 
-/* The runtime of device 0, created once; exits 77 (skip) when there is no
- * driver or no device, so call it first in main(). */
+/* The runtime of device 0, created once; call it first in the suite
+ * function (the driver calls below need it).  Exits 77 (skip) when there
+ * is no driver or no device, which KDT_TEST_GPU has ruled out already. */
 kdtree_runtime *gpu_runtime(void);
 /* Exits the process with a message when a driver call fails. */
 void gpu_check_cu(int cu_result, const char *what);
@@ -32,9 +32,5 @@ void gpu_free(uint64_t dev);
 void gpu_sync(void);
 /* A fresh non-default stream, for the tests that pass one. */
 void *gpu_stream(void);
-
-/* Runs a GPU suite in this process (CK_NOFORK: CUDA is not fork-safe) and
- * frees it; returns main()'s exit status (0 when every case passed). */
-int gpu_run_suite(Suite *s);
 
 #endif /* KDT_TESTS_GPU_H */

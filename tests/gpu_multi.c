@@ -16,6 +16,7 @@
  */
 #include "config.h"
 
+#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "cache/cache.h"
 #include "cuda/driver.h"
 #include "base/error.h"
+#include "harness.h"
 #include "kdtree.h"
 
 #define SKIP 77
@@ -33,7 +35,7 @@ static const char *const shapes[] = {"N_MAX=65,L=15", "N_MAX=129,L=15",
 #define N_SHAPES 3
 
 static int
-fail(const char *what, int st)
+child_fail(const char *what, int st)
 {
     fprintf(stderr, "%s: %s: %s\n", what, kdtree_status_name(st),
             kdtree_last_error());
@@ -94,7 +96,7 @@ launch_check(const kdt_driver *d, kdtree_runtime *rt, CUcontext ctx,
     CUcontext prev;
     d->ctx_pop_current(&prev);
     free(v);
-    return bad ? (st ? fail("kdtree_tree_accept", st) : 1) : 0;
+    return bad ? (st ? child_fail("kdtree_tree_accept", st) : 1) : 0;
 }
 
 /* Child: one process driving every device. */
@@ -110,9 +112,9 @@ child_devices(void)
     kdtree_runtime *rt[16];
     for (int i = 0; i < n && i < 16; i++) {
         if ((st = kdtree_runtime_create(&rt[i], i)))
-            return fail("kdtree_runtime_create", st);
+            return child_fail("kdtree_runtime_create", st);
         if ((st = kdtree_prepare(rt[i], "tree_accept", shapes[0])))
-            return fail("kdtree_prepare", st);
+            return child_fail("kdtree_prepare", st);
     }
     kdtree_cache_stats s;
     kdtree_cache_stats_get(&s);
@@ -153,10 +155,10 @@ child_process(int dev)
     kdtree_runtime *rt;
     int st = kdtree_runtime_create(&rt, dev);
     if (st)
-        return fail("kdtree_runtime_create", st);
+        return child_fail("kdtree_runtime_create", st);
     for (int i = 0; i < N_SHAPES; i++)
         if ((st = kdtree_prepare(rt, "tree_accept", shapes[i])))
-            return fail("kdtree_prepare", st);
+            return child_fail("kdtree_prepare", st);
     double ms = kdt_now_ms() - t0;
     kdtree_cache_stats s;
     kdtree_cache_stats_get(&s);
@@ -209,17 +211,123 @@ wait_child(pid_t pid, int fd, char *buf, size_t size)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-static void
-fresh_cache(char *dir, size_t size)
+/* This program's path (the children are fresh execs of it) and the number
+ * of devices, found by a child before the first test. */
+static char exe[4096];
+static int n_devices;
+
+/* Runs `exe mode arg` and waits for it; its exit status, its stdout in
+ * buf. */
+static int
+run_child(const char *mode, int arg, char *buf, size_t size)
 {
-    snprintf(dir, size, "/tmp/kdt-multi-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        exit(1);
+    int fd;
+    /* (spawn first: an argument list's evaluation order is unspecified,
+     * so spawn() inside wait_child's arguments could leave fd unread.) */
+    pid_t pid = spawn(exe, mode, arg, &fd);
+    if (pid < 0) {
+        perror("gpu_multi: fork");
+        return 1;
     }
-    setenv("KDTREE_CACHE_DIR", dir, 1);
+    return wait_child(pid, fd, buf, size);
 }
 
+/* One process, several devices. */
+START_TEST(devices)
+{
+    char buf[4096];
+    kdt_test_fresh_cache();
+    int st = run_child("devices", 0, buf, sizeof buf);
+    printf("%s", buf);
+    if (st == SKIP) {
+        printf("devices: skipped (%d device; needs two or more)\n",
+               n_devices);
+        return;
+    }
+    ck_assert_msg(st == 0, "the devices child failed (%d)", st);
+}
+END_TEST
+
+/* One process alone, cold: each key compiles once. */
+START_TEST(one_process_cold)
+{
+    char buf[4096];
+    double ms = -1;
+    unsigned long long c = 0;
+    kdt_test_fresh_cache();
+    int st = run_child("process", 0, buf, sizeof buf);
+    ck_assert_msg(sscanf(buf, "compiles=%llu ms=%lf", &c, &ms) == 2,
+                  "the lone process reported \"%s\"", buf);
+    printf("processes: one alone: %llu compiles, %.1f ms cold start\n", c,
+           ms);
+    ck_assert_msg(c == N_SHAPES, "alone on an empty cache, each of %d keys "
+                  "compiles once (%llu compiles)", N_SHAPES, c);
+    ck_assert_int_eq(st, 0);
+}
+END_TEST
+
+/* N processes together on one empty cache (one per device; with one
+ * device, 4 on it): each key compiles once across all of them. */
+START_TEST(processes_together)
+{
+    int N = n_devices >= 2 ? n_devices : 4, failures = 0;
+    pid_t pids[16];
+    int fds[16];
+    unsigned long long total = 0;
+    char buf[4096];
+    kdt_test_fresh_cache();
+    for (int i = 0; i < N; i++)
+        pids[i] = spawn(exe, "process", i % n_devices, &fds[i]);
+    for (int i = 0; i < N; i++) {
+        int st = wait_child(pids[i], fds[i], buf, sizeof buf);
+        double ms = -1;
+        unsigned long long c = 0;
+        if (sscanf(buf, "compiles=%llu ms=%lf", &c, &ms) != 2)
+            st = st ? st : 1;
+        total += c;
+        printf("processes: %d of %d (device %d): %s, %llu compiles, %.1f ms "
+               "cold start\n",
+               i + 1, N, i % n_devices, st ? "FAILED" : "ok", c, ms);
+        failures += st != 0;
+    }
+    printf("processes: %d together compiled %llu times for %d keys "
+           "(%.2f per key)\n",
+           N, total, N_SHAPES, (double)total / N_SHAPES);
+    ck_assert_msg(failures == 0, "%d of %d processes failed", failures, N);
+    ck_assert_msg(total == N_SHAPES, "each key must compile exactly once "
+                  "across processes (%llu compiles)", total);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        exit(99);
+    }
+    exe[n] = '\0';
+    n_devices = run_child("count", 0, buf, sizeof buf);
+    if (n_devices == SKIP || n_devices == 0) {
+        /* The harness's probe found a device, this child none. */
+        fprintf(stderr, "gpu_multi: the count child found no device\n");
+        exit(1);
+    }
+    Suite *s = suite_create("gpu_multi");
+    TCase *tc = tcase_create("multi");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, devices);
+    tcase_add_test(tc, one_process_cold);
+    tcase_add_test(tc, processes_together);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* The parent never initialises CUDA (the harness probes in a child): every
+ * process that touches the GPU is a fresh exec of this program, run with
+ * a mode. */
 int
 main(int argc, char **argv)
 {
@@ -229,83 +337,5 @@ main(int argc, char **argv)
         return child_devices();
     if (argc == 3 && strcmp(argv[1], "process") == 0)
         return child_process(atoi(argv[2]));
-
-    char buf[4096], dir[64];
-    const char *self = "/proc/self/exe";
-    int fd;
-    char exe[4096];
-    ssize_t n = readlink(self, exe, sizeof exe - 1);
-    if (n <= 0)
-        return 1;
-    exe[n] = '\0';
-    /* (spawn first: an argument list's evaluation order is unspecified,
-     * so spawn() inside wait_child's arguments could leave fd unread.) */
-    pid_t pid = spawn(exe, "count", 0, &fd);
-    int count = wait_child(pid, fd, buf, sizeof buf);
-    if (count == SKIP || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return SKIP;
-    }
-    int failures = 0, ran = 0;
-
-    /* One process, several devices. */
-    fresh_cache(dir, sizeof dir);
-    pid = spawn(exe, "devices", 0, &fd);
-    int st = wait_child(pid, fd, buf, sizeof buf);
-    printf("%s", buf);
-    if (st == SKIP)
-        printf("devices: skipped (%d device; needs two or more)\n", count);
-    else {
-        ran++;
-        failures += st != 0;
-    }
-
-    /* One process alone, cold. */
-    fresh_cache(dir, sizeof dir);
-    pid = spawn(exe, "process", 0, &fd);
-    st = wait_child(pid, fd, buf, sizeof buf);
-    double alone = -1;
-    unsigned long long c = 0;
-    if (sscanf(buf, "compiles=%llu ms=%lf", &c, &alone) != 2) {
-        printf("FAIL: the lone process reported \"%s\"\n", buf);
-        failures++;
-    }
-    printf("processes: one alone: %llu compiles, %.1f ms cold start\n", c,
-           alone);
-    if (c != N_SHAPES) {
-        printf("FAIL: alone on an empty cache, each key compiles once\n");
-        failures++;
-    }
-    failures += st != 0;
-
-    /* N together on one empty cache. */
-    int N = count >= 2 ? count : 4;
-    fresh_cache(dir, sizeof dir);
-    pid_t pids[16];
-    int fds[16];
-    for (int i = 0; i < N; i++)
-        pids[i] = spawn(exe, "process", i % count, &fds[i]);
-    unsigned long long total = 0;
-    for (int i = 0; i < N; i++) {
-        st = wait_child(pids[i], fds[i], buf, sizeof buf);
-        double ms = -1;
-        c = 0;
-        if (sscanf(buf, "compiles=%llu ms=%lf", &c, &ms) != 2)
-            st = st ? st : 1;
-        total += c;
-        printf("processes: %d of %d (device %d): %s, %llu compiles, %.1f ms "
-               "cold start\n",
-               i + 1, N, i % count, st ? "FAILED" : "ok", c, ms);
-        failures += st != 0;
-    }
-    printf("processes: %d together compiled %llu times for %d keys "
-           "(%.2f per key)\n",
-           N, total, N_SHAPES, (double)total / N_SHAPES);
-    if (total != N_SHAPES) {
-        printf("FAIL: each key must compile exactly once across processes\n");
-        failures++;
-    }
-    ran++;
-    printf("%d passed, %d failed\n", ran - (failures > 0), failures > 0);
-    return failures ? 1 : 0;
+    return kdt_test_main(suite, KDT_TEST_GPU);
 }

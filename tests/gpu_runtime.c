@@ -16,21 +16,11 @@
 #include "cache/cache.h"
 #include "cuda/driver.h"
 #include "gpu.h"
+#include "harness.h"
 #include "kdtree.h"
 #include "runtime/runtime.h"
 
 static const kdt_driver *drv;
-static char cache_dir[256];
-
-static void
-fresh_cache(void)
-{
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/kdt-gpu-rt-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(cache_dir));
-    setenv("KDTREE_CACHE_DIR", cache_dir, 1);
-    kdt_cache_memory_clear();
-}
-
 /* A batch of R single-node trees: accept_len 1 and bonus = target[r][0]. */
 typedef struct batch {
     int R, n_max, L;
@@ -121,7 +111,7 @@ END_TEST
 
 START_TEST(load_paths)
 {
-    fresh_cache();
+    kdt_test_fresh_cache();
     kdtree_runtime *rt;
     ck_assert_int_eq(kdtree_runtime_create(&rt, 0), KDTREE_OK);
     kdtree_cache_stats_reset();
@@ -214,7 +204,7 @@ work(void *arg)
 
 START_TEST(threads)
 {
-    fresh_cache();
+    kdt_test_fresh_cache();
     kdtree_runtime *rt;
     ck_assert_int_eq(kdtree_runtime_create(&rt, 0), KDTREE_OK);
     kdtree_cache_stats_reset();
@@ -298,8 +288,8 @@ START_TEST(explicit_targets)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     gpu_runtime();
     int st;
@@ -313,5 +303,11 @@ main(void)
     tcase_add_test(t, threads);
     tcase_add_test(t, explicit_targets);
     suite_add_tcase(s, t);
-    return gpu_run_suite(s);
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_GPU);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "harness.h"
 #include "kdtree.h"
 #include "ref/ddtree.h"
 
@@ -299,10 +300,10 @@ START_TEST(bad_arguments_never_launch)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
-    gpu_runtime(); /* exits 77 without a device */
+    gpu_runtime(); /* the device the tests use (the harness checked) */
     Suite *s = suite_create("gpu_tree_accept");
     TCase *tc = tcase_create("gpu");
     tcase_set_timeout(tc, 300);
@@ -310,5 +311,11 @@ main(void)
     tcase_add_test(tc, random_built_trees);
     tcase_add_test(tc, bad_arguments_never_launch);
     suite_add_tcase(s, tc);
-    return gpu_run_suite(s);
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_GPU);
 }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "harness.h"
 #include "kdtree.h"
 #include "ref/ddtree.h"
 #include "ref/verify_attn.h"
@@ -426,10 +427,10 @@ START_TEST(workspace_checks)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
-    gpu_runtime(); /* exits 77 without a GPU */
+    gpu_runtime(); /* the device the tests use (the harness checked) */
     Suite *s = suite_create("gpu_verify_attn");
     TCase *tc = tcase_create("verify_attn");
     tcase_set_timeout(tc, 600);
@@ -445,5 +446,11 @@ main(void)
     tcase_add_test(tc, negative_scale);
     tcase_add_test(tc, no_lse_stream);
     suite_add_tcase(s, tc);
-    return gpu_run_suite(s);
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_GPU);
 }

@@ -19,31 +19,11 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "harness.h"
 #include "kdtree.h"
 #include "jit/registry.h"
 #include "jit/sources.h"
 #include "runtime/runtime.h"
-
-static char cache_dir[256];
-
-static void
-temp_cache(void)
-{
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/kdt-test-api-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(cache_dir));
-    setenv("KDTREE_CACHE_DIR", cache_dir, 1);
-    setenv("KDTREE_CACHE", "readwrite", 1);
-    setenv("KDTREE_CACHE_PATH", "", 1);
-    setenv("KDTREE_CACHE_PREBUILT_DIR", "", 1);
-}
-
-static void
-remove_cache(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
 
 START_TEST(versions)
 {
@@ -194,7 +174,7 @@ END_TEST
 
 START_TEST(compile_errors)
 {
-    temp_cache();
+    kdt_test_fresh_cache();
     int32_t cached = 7;
     ck_assert_int_eq(kdtree_compile(&cached, NULL, "tree_accept", "N_MAX=65,L=15"),
                      KDTREE_ERROR_INVALID_ARGUMENT);
@@ -217,7 +197,6 @@ START_TEST(compile_errors)
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "tree_accept", "L=15"),
                      KDTREE_ERROR_SHAPE_STRING);
-    remove_cache();
 }
 END_TEST
 
@@ -226,7 +205,7 @@ END_TEST
 static void
 compile_all(const char *arch)
 {
-    temp_cache();
+    kdt_test_fresh_cache();
     kdtree_cache_stats_reset();
     for (int i = 0; i < kdtree_kernel_count(); i++) {
         const char *k = kdtree_kernel_name(i);
@@ -251,7 +230,6 @@ compile_all(const char *arch)
     ck_assert_uint_ge(s.disk_hits, (uint64_t)kdtree_kernel_count());
     ck_assert(s.compile_ms > 0);
     ck_assert_int_eq(kdtree_cache_stats_get(NULL), KDTREE_ERROR_INVALID_ARGUMENT);
-    remove_cache();
 }
 
 START_TEST(compile_sm90)
@@ -269,13 +247,12 @@ END_TEST
 /* PTX for a virtual architecture: what a GPU newer than NVRTC gets. */
 START_TEST(compile_ptx)
 {
-    temp_cache();
+    kdt_test_fresh_cache();
     int32_t cached = -1;
     ck_assert_int_eq(kdtree_compile(&cached, "compute_90", "tree_accept",
                                     "N_MAX=1025,L=1024"),
                      KDTREE_OK);
     ck_assert_int_eq(cached, 0);
-    remove_cache();
 }
 END_TEST
 
@@ -283,7 +260,7 @@ END_TEST
  * clearly that it cannot compile. */
 START_TEST(no_compiler_warm_cache)
 {
-    temp_cache();
+    kdt_test_fresh_cache();
     int32_t cached = -1;
     /* Warm the cache in a child that has NVRTC (this process must load
      * NVRTC never). */
@@ -306,7 +283,6 @@ START_TEST(no_compiler_warm_cache)
                      KDTREE_ERROR_NO_COMPILER);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "nonexistent"));
     unsetenv("KDTREE_NVRTC_LIBRARY");
-    remove_cache();
 }
 END_TEST
 
@@ -797,9 +773,5 @@ suite(void)
 int
 main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile_suite.h"
+#include "harness.h"
 #include "kdtree.h"
 #include "runtime/runtime.h"
 
@@ -114,16 +114,24 @@ START_TEST(split_rule)
 }
 END_TEST
 
-static void
-add_tests(TCase *tc)
+static Suite *
+suite(void)
 {
+    Suite *s = suite_create("compile_attn");
+    TCase *tc = tcase_create("compile_attn");
+    /* NVRTC on a 2-core CI machine: seconds a kernel. */
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, compile_extremes);
     tcase_add_test(tc, split_rule);
+    suite_add_tcase(s, tc);
+    return s;
 }
 
+/* One process (the compiles share NVRTC and one cache), in a temporary
+ * cache directory; skipped without NVRTC. */
 int
 main(void)
 {
-    return compile_suite_run("compile_attn", "verify_attn", "H=1,PAGE=1,N_MAX=1",
-                             add_tests);
+    return kdt_test_main(suite, KDT_TEST_NO_FORK | KDT_TEST_NVRTC |
+                                    KDT_TEST_TEMP_CACHE);
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile_suite.h"
+#include "harness.h"
 #include "kdtree.h"
 
 static const char *const shapes[][2] = {
@@ -58,16 +58,24 @@ START_TEST(rules_refused)
 }
 END_TEST
 
-static void
-add_tests(TCase *tc)
+static Suite *
+suite(void)
 {
+    Suite *s = suite_create("compile_ddtree");
+    TCase *tc = tcase_create("compile_ddtree");
+    /* NVRTC on a 2-core CI machine: seconds a kernel. */
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, compile_extremes);
     tcase_add_test(tc, rules_refused);
+    suite_add_tcase(s, tc);
+    return s;
 }
 
+/* One process (the compiles share NVRTC and one cache), in a temporary
+ * cache directory; skipped without NVRTC. */
 int
 main(void)
 {
-    return compile_suite_run("compile_ddtree", "tree_accept", "N_MAX=2,L=1",
-                             add_tests);
+    return kdt_test_main(suite, KDT_TEST_NO_FORK | KDT_TEST_NVRTC |
+                                    KDT_TEST_TEMP_CACHE);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "jit/cubin_info.h"
 
 /* ---- a small ELF writer ------------------------------------------------ */
@@ -357,11 +358,5 @@ cubin_info_suite(void)
 int
 main(void)
 {
-    SRunner *sr = srunner_create(cubin_info_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return kdt_test_main(cubin_info_suite, KDT_TEST_FORK);
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compile_suite.h"
+#include "harness.h"
 #include "cuda/nvrtc.h"
 #include "jit/cubin_info.h"
 #include "jit/obtain.h"
@@ -263,21 +263,27 @@ START_TEST(test_spilling_probe)
 }
 END_TEST
 
-static void
-add_tests(TCase *tc)
+static Suite *
+suite(void)
 {
+    Suite *s = suite_create("cubin_tools");
+    TCase *tc = tcase_create("cubin_tools");
+    /* NVRTC on a 2-core CI machine: seconds a kernel. */
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_registered_kernels);
     tcase_add_test(tc, test_spilling_probe);
+    suite_add_tcase(s, tc);
+    return s;
 }
 
 int
 main(void)
 {
     if (!find_cuobjdump()) {
-        fprintf(stderr, "no cuobjdump (KDT_CUOBJDUMP, PATH, CUDA_HOME/bin, "
-                "/usr/local/cuda/bin): nothing to compare with\n");
+        printf("SKIP: no cuobjdump (KDT_CUOBJDUMP, PATH, CUDA_HOME/bin, "
+               "/usr/local/cuda/bin): nothing to compare with\n");
         return 77;
     }
-    return compile_suite_run("cubin_tools", "tree_accept", "N_MAX=65,L=15",
-                             add_tests);
+    return kdt_test_main(suite, KDT_TEST_NO_FORK | KDT_TEST_NVRTC |
+                                    KDT_TEST_TEMP_CACHE);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ref/ddtree.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -621,8 +622,8 @@ START_TEST(accept_bad_links)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     Suite *s = suite_create("ref_ddtree");
     TCase *tc = tcase_create("ref");
@@ -636,9 +637,11 @@ main(void)
     tcase_add_test(tc, accept_vs_search);
     tcase_add_test(tc, accept_bad_links);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

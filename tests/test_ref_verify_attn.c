@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ref/verify_attn.h"
 
 #define D_QK 576
@@ -192,8 +193,8 @@ START_TEST(masks_and_pages)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     Suite *s = suite_create("ref_verify_attn");
     TCase *tc = tcase_create("reference");
@@ -202,9 +203,11 @@ main(void)
     tcase_add_test(tc, one_and_two_positions);
     tcase_add_test(tc, masks_and_pages);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }
