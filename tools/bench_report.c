@@ -149,174 +149,132 @@ nvrtc_version_text(void)
     return n ? kdt_nvrtc_version(n) : "unavailable";
 }
 
+/* One field: `pre` (the separator before it), "key": and the value; a NULL
+ * string or a number that was not measured is null. */
 static void
-report_json(bench_ctx *b, FILE *o)
+field_str(FILE *o, const char *pre, const char *key, const char *s)
 {
-    target t[MAX_LOAD_ROWS * 3 + MAX_OVERHEAD];
-    int nt = collect_targets(b, t, (int)(sizeof t / sizeof t[0]));
-    fputs("{\n  \"tool\": \"kdtree-bench\",\n  \"version\": ", o);
-    json_str(o, kdtree_version_string());
-    fprintf(o, ",\n  \"mode\": \"%s\",\n  \"quick\": %s,\n",
-            b->rt ? "gpu" : "compile-only", b->quick ? "true" : "false");
-    fputs("  \"device\": ", o);
-    if (b->rt)
-        json_str(o, b->device_name);
+    fprintf(o, "%s\"%s\": ", pre, key);
+    if (s)
+        json_str(o, s);
     else
         fputs("null", o);
-    fputs(",\n  \"arch\": ", o);
-    if (b->rt)
-        json_str(o, kdtree_runtime_arch(b->rt));
-    else
-        fputs("null", o);
-    fputs(",\n  \"no_gpu_reason\": ", o);
-    if (b->rt)
-        fputs("null", o);
-    else
-        json_str(o, b->no_gpu_reason);
-    fputs(",\n  \"nvrtc\": ", o);
-    json_str(o, nvrtc_version_text());
-    fprintf(o, ",\n  \"limits\": {\"bytes_per_s\": %.4g, \"flops_per_s\": "
-            "%.4g},\n", H200_BYTES_PER_S, H200_FLOPS_PER_S);
+}
 
+static void
+field_num(FILE *o, const char *pre, const char *key, double v)
+{
+    fprintf(o, "%s\"%s\": ", pre, key);
+    json_num(o, v);
+}
+
+/* The load table's rows. */
+static void
+json_load(bench_ctx *b, FILE *o)
+{
     fputs("  \"load\": [", o);
     for (int i = 0; i < b->n_load; i++) {
         load_row *r = &b->load[i];
-        fputs(i ? ",\n    {" : "\n    {", o);
-        fputs("\"kernel\": ", o);
-        json_str(o, r->kernel);
-        fputs(", \"target\": ", o);
-        json_str(o, r->arch);
-        fputs(", \"shape\": ", o);
-        json_str(o, r->shape);
-        fprintf(o, ", \"path\": \"%s\"", r->gpu ? "runtime" : "compile-only");
+        field_str(o, i ? ",\n    {" : "\n    {", "kernel", r->kernel);
+        field_str(o, ", ", "target", r->arch);
+        field_str(o, ", ", "shape", r->shape);
+        field_str(o, ", ", "path", r->gpu ? "runtime" : "compile-only");
         fprintf(o, ", \"reps_cold\": %d, \"reps_warm\": %d", r->reps_cold,
                 r->reps_warm);
-        fputs(", \"cold_ms\": ", o);
-        json_num(o, r->cold_ms);
-        fputs(", \"cold_nvrtc_ms\": ", o);
-        json_num(o, r->cold_nvrtc_ms);
-        fputs(", \"bare_nvrtc_ms\": ", o);
-        json_num(o, r->bare_ms);
-        fputs(", \"cold_over_bare\": ", o);
-        json_num(o, r->cold_ms / r->bare_ms);
-        fputs(", \"warm_ms\": ", o);
-        json_num(o, r->warm_ms);
-        fputs(", \"warm_module_load_ms\": ", o);
-        json_num(o, r->warm_load_ms);
-        fputs(", \"hot_find_us\": ", o);
-        json_num(o, r->hot_find_us);
-        fputs(", \"hot_prepare_us\": ", o);
-        json_num(o, r->hot_prepare_us);
+        field_num(o, ", ", "cold_ms", r->cold_ms);
+        field_num(o, ", ", "cold_nvrtc_ms", r->cold_nvrtc_ms);
+        field_num(o, ", ", "bare_nvrtc_ms", r->bare_ms);
+        field_num(o, ", ", "cold_over_bare", r->cold_ms / r->bare_ms);
+        field_num(o, ", ", "warm_ms", r->warm_ms);
+        field_num(o, ", ", "warm_module_load_ms", r->warm_load_ms);
+        field_num(o, ", ", "hot_find_us", r->hot_find_us);
+        field_num(o, ", ", "hot_prepare_us", r->hot_prepare_us);
         fputs(", \"functions\": ", o);
         json_functions(o, r);
-        fputs(", \"problem\": ", o);
-        if (r->problem[0])
-            json_str(o, r->problem);
-        else
-            fputs("null", o);
+        field_str(o, ", ", "problem", r->problem[0] ? r->problem : NULL);
         fputc('}', o);
     }
     fputs(b->n_load ? "\n  ],\n" : "],\n", o);
+}
 
+/* The kernels' GPU rows, each with its baselines. */
+static void
+json_kernels(bench_ctx *b, FILE *o)
+{
     fputs("  \"kernels\": [", o);
     for (int i = 0; i < b->n_rows; i++) {
         kernel_row *r = &b->rows[i];
         double s = r->us * 1e-6;
-        fputs(i ? ",\n    {" : "\n    {", o);
-        fputs("\"kernel\": ", o);
-        json_str(o, r->kernel);
-        fputs(", \"config\": ", o);
-        json_str(o, r->config);
-        fputs(", \"us\": ", o);
-        json_num(o, r->us);
-        fputs(", \"bytes\": ", o);
-        json_num(o, r->bytes);
-        fputs(", \"flops\": ", o);
-        json_num(o, r->flops);
-        fputs(", \"tb_per_s\": ", o);
-        json_num(o, r->bytes > 0 ? r->bytes / s / 1e12 : NAN);
-        fputs(", \"bw_fraction\": ", o);
-        json_num(o, r->bytes > 0 ? r->bytes / s / H200_BYTES_PER_S : NAN);
-        fputs(", \"tflop_per_s\": ", o);
-        json_num(o, r->flops > 0 ? r->flops / s / 1e12 : NAN);
-        fputs(", \"flop_fraction\": ", o);
-        json_num(o, r->flops > 0 ? r->flops / s / H200_FLOPS_PER_S : NAN);
+        field_str(o, i ? ",\n    {" : "\n    {", "kernel", r->kernel);
+        field_str(o, ", ", "config", r->config);
+        field_num(o, ", ", "us", r->us);
+        field_num(o, ", ", "bytes", r->bytes);
+        field_num(o, ", ", "flops", r->flops);
+        field_num(o, ", ", "tb_per_s",
+                  r->bytes > 0 ? r->bytes / s / 1e12 : NAN);
+        field_num(o, ", ", "bw_fraction",
+                  r->bytes > 0 ? r->bytes / s / H200_BYTES_PER_S : NAN);
+        field_num(o, ", ", "tflop_per_s",
+                  r->flops > 0 ? r->flops / s / 1e12 : NAN);
+        field_num(o, ", ", "flop_fraction",
+                  r->flops > 0 ? r->flops / s / H200_FLOPS_PER_S : NAN);
         /* "baseline" is the first (today's path); "baselines" all. */
-        fputs(", \"baseline\": ", o);
-        if (r->n_base)
-            json_str(o, r->base[0].name);
-        else
-            fputs("null", o);
-        fputs(", \"baseline_us\": ", o);
-        json_num(o, r->n_base ? r->base[0].us : NAN);
+        field_str(o, ", ", "baseline", r->n_base ? r->base[0].name : NULL);
+        field_num(o, ", ", "baseline_us", r->n_base ? r->base[0].us : NAN);
         fputs(", \"baselines\": [", o);
         for (int j = 0; j < r->n_base; j++) {
-            fputs(j ? ", {\"name\": " : "{\"name\": ", o);
-            json_str(o, r->base[j].name);
-            fputs(", \"us\": ", o);
-            json_num(o, r->base[j].us);
-            fputs(", \"ours_faster_by\": ", o);
-            json_num(o, r->base[j].us / r->us);
+            field_str(o, j ? ", {" : "{", "name", r->base[j].name);
+            field_num(o, ", ", "us", r->base[j].us);
+            field_num(o, ", ", "ours_faster_by", r->base[j].us / r->us);
             fputc('}', o);
         }
         fputs("]}", o);
     }
     fputs(b->n_rows ? "\n  ],\n" : "],\n", o);
+}
 
+/* The one-line lists: cases, overhead, baselines and their runs, targets,
+ * notes. */
+static void
+json_lists(bench_ctx *b, FILE *o, const target *t, int nt)
+{
     fputs("  \"cases\": [", o);
     for (int i = 0; i < b->n_cases; i++) {
-        fputs(i ? ", {\"name\": " : "{\"name\": ", o);
-        json_str(o, b->cases[i].name);
-        fputs(", \"outcome\": ", o);
-        json_str(o, b->cases[i].outcome);
+        field_str(o, i ? ", {" : "{", "name", b->cases[i].name);
+        field_str(o, ", ", "outcome", b->cases[i].outcome);
         fputc('}', o);
     }
     fputs("],\n  \"overhead\": [", o);
     for (int i = 0; i < b->n_over; i++) {
         overhead_row *r = &b->over[i];
-        fputs(i ? ", {\"kernel\": " : "{\"kernel\": ", o);
-        json_str(o, r->kernel);
-        fputs(", \"config\": ", o);
-        json_str(o, r->config);
-        fputs(", \"api_us\": ", o);
-        json_num(o, r->api_us);
-        fputs(", \"bare_launch_us\": ", o);
-        json_num(o, r->bare_us);
-        fputs(", \"added_us\": ", o);
-        json_num(o, r->api_us - r->bare_us);
+        field_str(o, i ? ", {" : "{", "kernel", r->kernel);
+        field_str(o, ", ", "config", r->config);
+        field_num(o, ", ", "api_us", r->api_us);
+        field_num(o, ", ", "bare_launch_us", r->bare_us);
+        field_num(o, ", ", "added_us", r->api_us - r->bare_us);
         fprintf(o, ", \"calls_per_batch\": %d}", r->calls);
     }
     fputs("],\n  \"baselines\": [", o);
     for (int i = 0; i < b->n_base; i++) {
         base_row *r = &b->base[i];
-        fputs(i ? ", {\"script\": " : "{\"script\": ", o);
-        json_str(o, r->script);
-        fputs(", \"label\": ", o);
-        json_str(o, r->label);
-        fputs(", \"kernel\": ", o);
-        json_str(o, r->kernel);
-        fputs(", \"config\": ", o);
-        json_str(o, r->config);
-        fputs(", \"us\": ", o);
-        json_num(o, r->us);
+        field_str(o, i ? ", {" : "{", "script", r->script);
+        field_str(o, ", ", "label", r->label);
+        field_str(o, ", ", "kernel", r->kernel);
+        field_str(o, ", ", "config", r->config);
+        field_num(o, ", ", "us", r->us);
         fputc('}', o);
     }
     fputs("],\n  \"baseline_runs\": [", o);
     for (int i = 0; i < b->n_runs; i++) {
-        fputs(i ? ", {\"script\": " : "{\"script\": ", o);
-        json_str(o, b->runs[i].script);
-        fputs(", \"outcome\": ", o);
-        json_str(o, b->runs[i].outcome);
+        field_str(o, i ? ", {" : "{", "script", b->runs[i].script);
+        field_str(o, ", ", "outcome", b->runs[i].outcome);
         fprintf(o, ", \"rows\": %d}", b->runs[i].rows);
     }
     fputs("],\n  \"targets\": [", o);
     for (int i = 0; i < nt; i++) {
-        fputs(i ? ", {\"what\": " : "{\"what\": ", o);
-        json_str(o, t[i].what);
-        fputs(", \"subject\": ", o);
-        json_str(o, t[i].subject);
-        fputs(", \"value\": ", o);
-        json_num(o, t[i].value);
+        field_str(o, i ? ", {" : "{", "what", t[i].what);
+        field_str(o, ", ", "subject", t[i].subject);
+        field_num(o, ", ", "value", t[i].value);
         fprintf(o, ", \"limit\": %g, \"unit\": \"%s\", \"met\": %s}",
                 t[i].limit, t[i].unit, t[i].met ? "true" : "false");
     }
@@ -327,6 +285,26 @@ report_json(bench_ctx *b, FILE *o)
         json_str(o, b->notes[i]);
     }
     fputs("]\n}\n", o);
+}
+
+static void
+report_json(bench_ctx *b, FILE *o)
+{
+    target t[MAX_LOAD_ROWS * 3 + MAX_OVERHEAD];
+    int nt = collect_targets(b, t, (int)(sizeof t / sizeof t[0]));
+    fputs("{\n  \"tool\": \"kdtree-bench\"", o);
+    field_str(o, ",\n  ", "version", kdtree_version_string());
+    field_str(o, ",\n  ", "mode", b->rt ? "gpu" : "compile-only");
+    fprintf(o, ",\n  \"quick\": %s", b->quick ? "true" : "false");
+    field_str(o, ",\n  ", "device", b->rt ? b->device_name : NULL);
+    field_str(o, ",\n  ", "arch", b->rt ? kdtree_runtime_arch(b->rt) : NULL);
+    field_str(o, ",\n  ", "no_gpu_reason", b->rt ? NULL : b->no_gpu_reason);
+    field_str(o, ",\n  ", "nvrtc", nvrtc_version_text());
+    fprintf(o, ",\n  \"limits\": {\"bytes_per_s\": %.4g, \"flops_per_s\": "
+            "%.4g},\n", H200_BYTES_PER_S, H200_FLOPS_PER_S);
+    json_load(b, o);
+    json_kernels(b, o);
+    json_lists(b, o, t, nt);
 }
 
 static void
