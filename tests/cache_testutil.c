@@ -324,23 +324,6 @@ ct_unwritable_dir(void)
 }
 
 int
-ct_nvrtc_available(const char *kernel, const char *shape)
-{
-    pid_t pid = fork();
-    int status;
-
-    if (pid == 0) {
-        int32_t cached;
-        setenv("KDTREE_CACHE", "off", 1);
-        _exit(shape && kdtree_compile(&cached, "sm_90", kernel, shape) == 0
-                  ? 0 : 1);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return 0;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-int
 ct_disk_lookup(const kdt_key *key, const kdt_preimage *p, kdt_blob *out,
                int *from)
 {
@@ -440,17 +423,11 @@ ct_tcase(const char *name, int timeout_s)
     return tc;
 }
 
-int
-ct_run(const char *name, TCase *tc)
+Suite *
+ct_suite(const char *name, TCase *tc)
 {
     Suite *s = suite_create(name);
-    SRunner *sr;
-    int failed;
 
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }

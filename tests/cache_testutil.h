@@ -66,10 +66,6 @@ void ct_stamp(const char *path, int t);
  * that cannot be created (ENOTDIR, which stops root too; chmod does not,
  * and CI runs as root). */
 void ct_unwritable_dir(void);
-/* Whether NVRTC loads and compiles `kernel` at `shape` for sm_90, asked in
- * a child (cache off) so the calling process stays clean. */
-int ct_nvrtc_available(const char *kernel, const char *shape);
-
 /* Looks `key` up with an empty memory layer: 1 hit (*out filled, unless
  * out is NULL), 0 miss. */
 int ct_disk_lookup(const kdt_key *key, const kdt_preimage *p, kdt_blob *out,
@@ -90,8 +86,8 @@ int ct_open_user_dir(void);
 
 /* A test case with the ct_setup/ct_teardown fixture and a timeout. */
 TCase *ct_tcase(const char *name, int timeout_s);
-/* Runs `tc` as suite `name` (each test forked); EXIT_SUCCESS or
- * EXIT_FAILURE for main() to return. */
-int ct_run(const char *name, TCase *tc);
+/* The suite `name` of the one test case `tc`, for kdt_test_main()
+ * (tests/harness.h), which runs it with each test forked. */
+Suite *ct_suite(const char *name, TCase *tc);
 
 #endif

@@ -6,11 +6,11 @@
  *  - libFuzzer (.ci/sanitize.sh: clang -fsanitize=fuzzer,address,undefined
  *    -DKDT_FUZZ_LIBFUZZER, linked with src/cache/key.c and src/cache/entry.c
  *    only; the stubs below stand in for error.c);
- *  - -DKDT_FUZZ_STANDALONE (make check's test_cache_fuzz): runs the seed
- *    corpus, then a bounded deterministic mutation loop
- *    ($KDT_FUZZ_ITERS, default 1000000), so every CI run fuzzes a little
- *    without clang; `test_cache_fuzz --write-corpus DIR` regenerates the
- *    seeds.
+ *  - -DKDT_FUZZ_STANDALONE (make check's test_cache_fuzz): two Check
+ *    tests (tests/harness.h), the seed corpus, then a bounded
+ *    deterministic mutation loop ($KDT_FUZZ_ITERS, default 1000000), so
+ *    every CI run fuzzes a little without clang;
+ *    `test_cache_fuzz --write-corpus DIR` regenerates the seeds.
  *
  * Random bytes almost never get past the header checksum, so each input is
  * also decoded once more after "resealing" it: both checksums recomputed
@@ -28,6 +28,12 @@
 #include "cache/entry.h"
 #include "base/error.h"
 #include "base/xxh3.h"
+
+#ifdef KDT_FUZZ_STANDALONE
+#include <check.h>
+
+#include "harness.h"
+#endif
 
 #ifdef KDT_FUZZ_LIBFUZZER
 /* error.c's part, without the rest of the library. */
@@ -345,33 +351,34 @@ write_corpus(const char *dir)
     return 0;
 }
 
-int
-main(int argc, char **argv)
+/* Where the seed corpus is (argv[1], else KDT_FUZZ_CORPUS), and how many
+ * seeds came from it; loaded before the tests fork. */
+static const char *corpus_dir = KDT_FUZZ_CORPUS;
+static int from_disk;
+
+/* The seeds, built in and from the corpus: every decode is consistent and
+ * the valid ones are accepted. */
+START_TEST(seeds_decode)
+{
+    ck_assert_msg(from_disk > 0, "no seed corpus in %s", corpus_dir);
+    for (size_t i = 0; i < n_seeds; i++)
+        LLVMFuzzerTestOneInput(seeds[i].data, seeds[i].size);
+    ck_assert_msg(accepted >= 4, "valid seeds were refused (%lu accepted)",
+                  accepted);
+}
+END_TEST
+
+/* $KDT_FUZZ_ITERS (default 1000000) deterministic mutations of the seeds:
+ * no decode crashes or accepts an inconsistent entry (either aborts). */
+START_TEST(mutated_inputs)
 {
     const char *it = getenv("KDT_FUZZ_ITERS");
     unsigned long iters = it ? strtoul(it, NULL, 10) : 1000000, i;
-    unsigned char *buf;
     size_t cap = 1 << 16;
-    int from_disk;
-    double t0;
+    unsigned char *buf = malloc(cap);
+    double t0 = kdt_now_ms();
 
-    builtin_seeds();
-    if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
-        return write_corpus(argv[2]);
-    from_disk = load_corpus(argc > 1 ? argv[1] : KDT_FUZZ_CORPUS);
-    if (from_disk == 0) {
-        fprintf(stderr, "fuzz_entry: no seed corpus in %s\n",
-                argc > 1 ? argv[1] : KDT_FUZZ_CORPUS);
-        return 1;
-    }
-    t0 = kdt_now_ms();
-    for (i = 0; i < n_seeds; i++)
-        LLVMFuzzerTestOneInput(seeds[i].data, seeds[i].size);
-    if (accepted < 4) {
-        fprintf(stderr, "fuzz_entry: valid seeds were refused\n");
-        return 1;
-    }
-    buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
     for (i = 0; i < iters; i++) {
         const seed *s = &seeds[rng() % n_seeds];
         size_t size = s->size < cap ? s->size : cap;
@@ -381,9 +388,36 @@ main(int argc, char **argv)
     }
     free(buf);
     printf("fuzz_entry: %zu seeds (%d from the corpus), %lu mutated inputs "
-           "(%lu decodes accepted in all) in %.0f ms, no failure\n", n_seeds,
+           "(%lu decodes accepted) in %.0f ms, no failure\n", n_seeds,
            from_disk, iters, accepted, kdt_now_ms() - t0);
-    return 0;
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("cache_fuzz");
+    TCase *tc = tcase_create("fuzz");
+
+    /* A bounded loop: a second here, longer under the sanitizers
+     * (.ci/sanitize.sh asks for more iterations). */
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, seeds_decode);
+    tcase_add_test(tc, mutated_inputs);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(int argc, char **argv)
+{
+    builtin_seeds();
+    if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
+        return write_corpus(argv[2]);
+    if (argc > 1)
+        corpus_dir = argv[1];
+    from_disk = load_corpus(corpus_dir);
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }
 
 #endif /* KDT_FUZZ_STANDALONE */

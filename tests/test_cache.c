@@ -27,6 +27,7 @@
 #include "cache/entry.h"
 #include "cache/layout.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -389,8 +390,8 @@ START_TEST(test_layer_list)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("cache", 60);
 
@@ -404,5 +405,11 @@ main(void)
     tcase_add_test(tc, test_layer_list);
     tcase_add_test(tc, test_memory_clear);
     tcase_add_test(tc, test_fork_after_use);
-    return ct_run("cache", tc);
+    return ct_suite("cache", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -33,6 +33,7 @@
 #include "cache/lock.h"
 #include "cache/worker.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 #include "jit/obtain.h"
@@ -511,15 +512,11 @@ START_TEST(test_queue_is_bounded)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc;
 
-    if (!ct_nvrtc_available(KERNEL, "N_MAX=2,L=1")) {
-        printf("test_cache_async: NVRTC unavailable: skipped\n");
-        return 77;
-    }
     tc = ct_tcase("async", 180);
     tcase_add_test(tc, test_obtain_returns_before_publish);
     tcase_add_test(tc, test_memory_clear_then_disk);
@@ -530,5 +527,11 @@ main(void)
     tcase_add_test(tc, test_unwritable_dir_warns_once);
     tcase_add_test(tc, test_modes_start_no_worker);
     tcase_add_test(tc, test_queue_is_bounded);
-    return ct_run("cache_async", tc);
+    return ct_suite("cache_async", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_NVRTC);
 }

@@ -22,6 +22,7 @@
 
 #include "cache/cache.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -175,18 +176,19 @@ START_TEST(test_cold_start_compiles_once)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc;
 
     pick_kernels();
-    if (!ct_nvrtc_available(KERNEL, kdtree_kernel_default_shape(KERNEL))) {
-        printf("test_cache_cold: NVRTC unavailable (or %s does not "
-               "compile): skipped\n", KERNEL);
-        return 77;
-    }
     tc = ct_tcase("cold", 600);
     tcase_add_test(tc, test_cold_start_compiles_once);
-    return ct_run("cache_cold", tc);
+    return ct_suite("cache_cold", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_NVRTC);
 }

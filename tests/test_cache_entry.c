@@ -17,6 +17,7 @@
 #include "cache/cache.h"
 #include "cache/entry.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -304,8 +305,8 @@ START_TEST(test_wrong_magic_format_key_arch)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("entry", 60);
 
@@ -313,5 +314,11 @@ main(void)
     tcase_add_test(tc, test_bit_flips_every_region);
     tcase_add_test(tc, test_truncated_and_extended);
     tcase_add_test(tc, test_wrong_magic_format_key_arch);
-    return ct_run("cache_entry", tc);
+    return ct_suite("cache_entry", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -26,6 +26,7 @@
 #include "cache/housekeep.h"
 #include "cache/layout.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -391,8 +392,8 @@ START_TEST(test_sweep_rules)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("housekeep", 60);
 
@@ -402,5 +403,11 @@ main(void)
     tcase_add_test(tc, test_pair_lives_and_dies_together);
     tcase_add_test(tc, test_sweep_keeps_live_writer_of_any_pid);
     tcase_add_test(tc, test_sweep_rules);
-    return ct_run("cache_housekeep", tc);
+    return ct_suite("cache_housekeep", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -25,6 +25,7 @@
 #include "cache/housekeep.h"
 #include "cache/layout.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 
 #define ROUNDS 100
@@ -200,11 +201,17 @@ START_TEST(test_kill_during_publish)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("kill", 300);
 
     tcase_add_test(tc, test_kill_during_publish);
-    return ct_run("cache_kill", tc);
+    return ct_suite("cache_kill", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -21,6 +21,7 @@
 #include "cache/config.h"
 #include "cache/lock.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -210,8 +211,8 @@ START_TEST(test_lock_per_directory)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("lock", 60);
 
@@ -221,5 +222,11 @@ main(void)
     tcase_add_test(tc, test_lock_dir_fallbacks);
     tcase_add_test(tc, test_no_lock_unless_publishing);
     tcase_add_test(tc, test_lock_per_directory);
-    return ct_run("cache_lock", tc);
+    return ct_suite("cache_lock", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -22,6 +22,7 @@
 #include "cache/config.h"
 #include "cache/entry.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -220,8 +221,8 @@ START_TEST(test_max_bytes_blank_minus_warns)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("messages", 60);
 
@@ -231,5 +232,11 @@ main(void)
     tcase_add_test(tc, test_max_bytes_parse);
     tcase_add_test(tc, test_bad_log_level_warns);
     tcase_add_test(tc, test_max_bytes_blank_minus_warns);
-    return ct_run("cache_messages", tc);
+    return ct_suite("cache_messages", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

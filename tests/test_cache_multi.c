@@ -23,6 +23,7 @@
 #include "cache/config.h"
 #include "cache/entry.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 
 #define N_PROCS 16
@@ -244,8 +245,8 @@ START_TEST(test_threads_compile_once)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("multi", 120);
 
@@ -253,5 +254,11 @@ main(void)
 
     tcase_add_test(tc, test_sixteen_cold_processes);
     tcase_add_test(tc, test_no_lock_still_correct);
-    return ct_run("cache_multi", tc);
+    return ct_suite("cache_multi", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

@@ -20,6 +20,7 @@
 
 #include "cache/cache.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 #include "jit/obtain.h"
@@ -203,19 +204,21 @@ START_TEST(test_success_leaves_no_last_error)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc;
 
-    if (!ct_nvrtc_available("tree_accept", "N_MAX=2,L=1")) {
-        printf("test_cache_obtain: NVRTC unavailable: skipped\n");
-        return 77;
-    }
     tc = ct_tcase("obtain", 120);
     tcase_add_test(tc, test_payload_independent_of_cwd);
     tcase_add_test(tc, test_target_below_kernel_minimum);
     tcase_add_test(tc, test_failed_compile_remembered);
     tcase_add_test(tc, test_success_leaves_no_last_error);
-    return ct_run("cache_obtain", tc);
+    return ct_suite("cache_obtain", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_NVRTC);
 }

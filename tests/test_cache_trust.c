@@ -23,6 +23,7 @@
 #include "cache/cache.h"
 #include "cache/file.h"
 #include "cache_testutil.h"
+#include "harness.h"
 #include "base/error.h"
 #include "kdtree.h"
 
@@ -391,8 +392,8 @@ START_TEST(test_layer_dir_untrusted)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     TCase *tc = ct_tcase("trust", 20);
 
@@ -407,5 +408,11 @@ main(void)
     tcase_add_test(tc, test_v1_symlink_not_followed);
     tcase_add_test(tc, test_dir_symlink_of_ours);
     tcase_add_test(tc, test_layer_dir_untrusted);
-    return ct_run("cache_trust", tc);
+    return ct_suite("cache_trust", tc);
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

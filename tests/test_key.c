@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cache/key.h"
+#include "harness.h"
 
 /* A fixed preimage shaped like the ones kernels.c builds.  If this test
  * fails, the key format changed: that orphans every cache on every machine,
@@ -235,11 +236,5 @@ key_suite(void)
 int
 main(void)
 {
-    SRunner *sr = srunner_create(key_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return kdt_test_main(key_suite, KDT_TEST_FORK);
 }
