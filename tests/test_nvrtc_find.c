@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cuda/nvrtc_find.h"
+#include "harness.h"
 #include "kdtree.h"
 
 static char tmp[64];
@@ -284,8 +285,8 @@ START_TEST(test_info_null)
 }
 END_TEST
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     Suite *s = suite_create("nvrtc_find");
     TCase *tc = tcase_create("nvrtc_find");
@@ -297,9 +298,11 @@ main(void)
     tcase_add_test(tc, test_not_the_driver);
     tcase_add_test(tc, test_info_null);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }

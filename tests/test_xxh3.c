@@ -23,6 +23,7 @@
 #endif
 
 #include "base/xxh3.h"
+#include "harness.h"
 
 /* A fixed pseudo-random byte sequence (the table was computed on it). */
 static void
@@ -162,8 +163,8 @@ START_TEST(test_pair_splits)
 END_TEST
 #endif
 
-int
-main(void)
+static Suite *
+suite(void)
 {
     Suite *s = suite_create("xxh3");
     TCase *tc = tcase_create("xxh3");
@@ -178,9 +179,11 @@ main(void)
                     "table only\n");
 #endif
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+int
+main(void)
+{
+    return kdt_test_main(suite, KDT_TEST_FORK);
 }
