@@ -55,9 +55,10 @@ echo "sanitize: host suites:$SANITIZE_TESTS"
 # memory where ASan's shadow gap would be.  Leak checking stays on.
 ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1:abort_on_error=1}
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$src/.ci/lsan.supp:print_suppressions=0}
 # The fuzz target's own loop runs longer here than in a plain make check.
 KDT_FUZZ_ITERS=${KDT_FUZZ_ITERS:-3000000}
-export ASAN_OPTIONS UBSAN_OPTIONS KDT_FUZZ_ITERS
+export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS KDT_FUZZ_ITERS
 # Build only the programs among those tests (so a list of a few suites
 # does not need the whole tree's test programs).
 progs=
