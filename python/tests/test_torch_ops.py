@@ -129,15 +129,43 @@ def test_fake_checks_name_the_argument():
                                             "CUDA array, got a tensor on cpu"):
             ta(n_nodes, token, fc, ns, torch.zeros(R, N, dtype=torch.int32),
                L, None)
-        with pytest.raises(ValueError, match="tree_accept: target is on "
-                                             "cuda:1, tree.token on cuda:0"):
-            ta(n_nodes, token, fc, ns, x["target"].to("cuda:1"), L, None)
+        if second_fake_device():
+            with pytest.raises(ValueError, match="tree_accept: target is on "
+                                                 "cuda:1, tree.token on "
+                                                 "cuda:0"):
+                ta(n_nodes, token, fc, ns, x["target"].to("cuda:1"), L, None)
         with pytest.raises(ValueError, match=r"verify_attn: tree.anc_mask "
                                              r"must have shape \[2, 17, 1\], "
                                              r"got \[1, 17, 1\]"):
             torch.ops.kdtree.verify_attn(x["q"], x["kv"], x["block_table"],
                                          x["past_len"], n_nodes, t[8][:1],
                                          0.1)
+
+
+def second_fake_device():
+    """Whether a fake tensor can be made on cuda:1: torch checks the
+    ordinal against the devices there are when there are any (a one-GPU
+    host refuses it), and takes any ordinal where CUDA is absent."""
+    return not torch.cuda.is_available() or torch.cuda.device_count() > 1
+
+
+def test_fake_wrong_device_names_both():
+    # The check the fake implementations make of every array's device,
+    # on stand-ins that carry only a device: it runs on any host, also one
+    # with one GPU, where no tensor can say it is on cuda:1.  (The
+    # methods' own wrong-device error: test_errors.test_wrong_device and,
+    # with two GPUs, test_gpu.)
+    class On(object):
+        def __init__(self, device):
+            self.device = torch.device(device)
+    with pytest.raises(ValueError, match="tree_accept: target is on cuda:1, "
+                                         "tree.token on cuda:0"):
+        kdtree_jit.torch._same_device(
+            "tree_accept", ("tree.token", On("cuda:0")),
+            (("tree.n_nodes", On("cuda:0")), ("target", On("cuda:1"))))
+    kdtree_jit.torch._same_device(
+        "tree_accept", ("tree.token", On("cuda:0")),
+        (("tree.n_nodes", On("cuda:0")), ("max_accept", None)))
 
 
 def test_eager_op_on_cpu_tensors_is_a_type_error():
