@@ -250,18 +250,41 @@ def new_ptr(x):
 _devices = {}  # ordinal -> torch.device
 
 
+def _torch_device(device):
+    d = _devices.get(device)
+    if d is None:
+        # (-1: where a CPU tensor says it is; only the stub benchmark of
+        # examples/overhead.py runs a runtime there.)
+        d = _devices[device] = _torch.device("cuda", device) \
+            if device >= 0 else _torch.device("cpu")
+    return d
+
+
+def new_arrays(specs, device, like):
+    """A call's new outputs: an uninitialised array for each (shape,
+    DType) of `specs` (None: no array) and the pointers (0 for none), as
+    two lists; torch unless `like` is not a torch tensor and CuPy is
+    there.  One torch.empty per array is most of what an allocating call
+    costs: this makes them with nothing else around them."""
+    if _torch and (like.__class__ is _Tensor or cupy_module() is None):
+        E, d = _torch.empty, _torch_device(device)
+        # The sizes as separate arguments: torch's parser takes them in
+        # about two thirds of the time it takes a tuple.
+        arrays = [None if s is None else E(*s[0], dtype=s[1].torch, device=d)
+                  for s in specs]
+        return arrays, [0 if a is None else a.data_ptr() for a in arrays]
+    arrays = [None if s is None else empty(s[0], s[1], device, like)
+              for s in specs]
+    return arrays, [0 if a is None else new_ptr(a) for a in arrays]
+
+
 def empty(shape, dt, device, like=None):
     """A new uninitialised device array of DType `dt`: torch unless `like`
     is not a torch tensor and CuPy is there."""
     if _torch and (like is None or like.__class__ is _Tensor or
                    cupy_module() is None):
-        d = _devices.get(device)
-        if d is None:
-            # (-1: where a CPU tensor says it is; only the stub benchmark
-            # of examples/overhead.py runs a runtime there.)
-            d = _devices[device] = _torch.device("cuda", device) \
-                if device >= 0 else _torch.device("cpu")
-        return _torch.empty(shape, dtype=dt.torch, device=d)
+        return _torch.empty(*shape, dtype=dt.torch,
+                            device=_torch_device(device))
     cupy = cupy_module()
     if cupy is None:
         raise RuntimeError("kdtree_jit: neither torch nor cupy is available "

@@ -146,13 +146,14 @@ class _Shape(object):
     it (another thread gets a fresh one per call, so concurrent callers
     never share one)."""
 
-    __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep")
+    __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep", "alloc")
 
-    def __init__(self, layout, seen, extra):
+    def __init__(self, layout, seen, extra, alloc):
         self.layout = layout
         self.buf = layout.buffer()
         self.owner = threading.get_ident()
         self.extra = extra
+        self.alloc = alloc  # (shape, DType) of each output, None: none
         self.seen = tuple(seen)
         self.keep = None  # what pointers in the arguments point into
 
@@ -336,9 +337,8 @@ class Runtime(object):
             st = self._draft_shape(fn, key, shp, dt, k)
         oshape, n_rows, vocab, dtype = st.extra
         if out is None:
-            e, n = _arrays.empty, _arrays.new_ptr
-            lp, ids = e(oshape, F32, dev, logits), e(oshape, I32, dev, logits)
-            lp_p, ids_p = n(lp), n(ids)
+            (lp, ids), (lp_p, ids_p) = _arrays.new_arrays(st.alloc, dev,
+                                                          logits)
         else:
             lp, ids = outputs(out, 2, fn, Draft)
             sv, sp = st.seen, _arrays.seen_ptr
@@ -369,7 +369,8 @@ class Runtime(object):
         S, dev = _arrays.Seen, self.device
         st = _Shape(lay, (S(fn, "out.lp", (F32,), dev, oshape),
                           S(fn, "out.ids", (I32,), dev, oshape)),
-                    (oshape, n_rows, shp[-1], 1 if dt is BF16 else 0))
+                    (oshape, n_rows, shp[-1], 1 if dt is BF16 else 0),
+                    ((oshape, F32), (oshape, I32)))
         self._shapes[key] = st
         return st
 
@@ -397,7 +398,7 @@ class Runtime(object):
         key = (fn, shp, n_max, bool(want_score))
         st = self._shapes.get(key)
         if st is None:
-            st = self._tree_shape(fn, key, shp, n_max)
+            st = self._tree_shape(fn, key, shp, n_max, want_score)
         rs, dims, rows, mshape = st.extra
         R, L, K = dims
         sv, sp = st.seen, _arrays.seen_ptr
@@ -405,9 +406,7 @@ class Runtime(object):
         root_p, dl_p = sp(sv[2], root_token), sp(sv[3], depth_limit)
         pl_p = sp(sv[4], past_len)
         if out is None:
-            o = self._new_tree(st, dev, lp, want_score)
-            n = _arrays.new_ptr
-            t = [0 if x is None else n(x) for x in o]
+            o, t = _arrays.new_arrays(st.alloc, dev, lp)
         else:
             o = outputs(out, 9, fn, Tree)
             t = [sp(sv[5], o[0]), sp(sv[6], o[1]), sp(sv[7], o[2]),
@@ -425,7 +424,7 @@ class Runtime(object):
             raise fail(self._ffi, self._lib, st, "kdtree_build_ddtree")
         return result
 
-    def _tree_shape(self, fn, key, shp, n_max):
+    def _tree_shape(self, fn, key, shp, n_max, want_score):
         R, L, K = shp
         lay = self._layout(
             fn,
@@ -445,19 +444,11 @@ class Runtime(object):
                    rows) for f in Tree._fields[:7]]
         seen += [S(fn, "out.score", (F32,), dev, rows, optional=True),
                  S(fn, "out.anc_mask", (I32, U32), dev, mshape)]
-        st = _Shape(lay, seen, (rs, dims, rows, mshape))
+        alloc = ((rs, I32),) + ((rows, I32),) * 6 + (
+            (rows, F32) if want_score else None, (mshape, I32))
+        st = _Shape(lay, seen, (rs, dims, rows, mshape), alloc)
         self._shapes[key] = st
         return st
-
-    def _new_tree(self, st, dev, like, want_score):
-        rs, _, rows, mshape = st.extra
-        e = _arrays.empty
-        return [e(rs, I32, dev, like), e(rows, I32, dev, like),
-                e(rows, I32, dev, like), e(rows, I32, dev, like),
-                e(rows, I32, dev, like), e(rows, I32, dev, like),
-                e(rows, I32, dev, like),
-                e(rows, F32, dev, like) if want_score else None,
-                e(mshape, I32, dev, like)]
 
     # ---- §3 verify_attn ------------------------------------------------
 
@@ -510,7 +501,7 @@ class Runtime(object):
         key = (fn, qs, ks[1], ks[2], bs, bool(want_lse), own_ws)
         st = self._shapes.get(key)
         if st is None:
-            st = self._attn_shape(fn, key, qs, ks, bs)
+            st = self._attn_shape(fn, key, qs, ks, bs, want_lse)
         rs, oshape, lshape, mshape, page = st.extra
         R, N, H, _ = qs
         sv, sp = st.seen, _arrays.seen_ptr
@@ -526,10 +517,7 @@ class Runtime(object):
                 ws = st.keep = self._workspace(R, H, N, page, bs[1], q)
             ws_p, ws_n = ws[1], ws[2]
         if out is None:
-            e, n = _arrays.empty, _arrays.new_ptr
-            o = e(oshape, BF16, dev, q)
-            lse = e(lshape, F32, dev, q) if want_lse else None
-            o_p, lse_p = n(o), 0 if lse is None else n(lse)
+            (o, lse), (o_p, lse_p) = _arrays.new_arrays(st.alloc, dev, q)
         else:
             o, lse = outputs(out, 2, fn, Attn)
             o_p, lse_p = sp(sv[3], o), sp(sv[4], lse)
@@ -546,7 +534,7 @@ class Runtime(object):
             raise fail(self._ffi, self._lib, st, "kdtree_verify_attn")
         return result
 
-    def _attn_shape(self, fn, key, qs, ks, bs):
+    def _attn_shape(self, fn, key, qs, ks, bs, want_lse):
         R, N, H, d = qs
         if d != KV_DIM:
             raise ValueError("%s: q must have shape [?, ?, ?, %d], got %s"
@@ -574,7 +562,8 @@ class Runtime(object):
                           S(fn, "out.o", (BF16,), dev, oshape),
                           S(fn, "out.lse", (F32,), dev, lshape,
                             optional=True)),
-                    (rs, oshape, lshape, mshape, ks[1]))
+                    (rs, oshape, lshape, mshape, ks[1]),
+                    ((oshape, BF16), (lshape, F32) if want_lse else None))
         self._shapes[key] = st
         return st
 
@@ -619,10 +608,7 @@ class Runtime(object):
         nn_p, tg_p = sp(sv[2], n_nodes), sp(sv[3], target)
         ma_p = sp(sv[4], max_accept)
         if out is None:
-            e, n = _arrays.empty, _arrays.new_ptr
-            o = (e(rs, I32, dev, token), e(ps, I32, dev, token),
-                 e(ps, I32, dev, token), e(rs, I32, dev, token))
-            a0, a1, a2, a3 = n(o[0]), n(o[1]), n(o[2]), n(o[3])
+            o, (a0, a1, a2, a3) = _arrays.new_arrays(st.alloc, dev, token)
         else:
             o = outputs(out, 4, fn, Accept)
             a0, a1 = sp(sv[5], o[0]), sp(sv[6], o[1])
@@ -659,7 +645,8 @@ class Runtime(object):
         seen += [S(fn, "out." + f, (I32,), dev, rs if f in ("accept_len",
                                                             "bonus") else ps)
                  for f in Accept._fields]
-        st = _Shape(lay, seen, (rs, ps))
+        st = _Shape(lay, seen, (rs, ps),
+                    ((rs, I32), (ps, I32), (ps, I32), (rs, I32)))
         self._shapes[key] = st
         return st
 
