@@ -2,27 +2,79 @@
 
 A launch's cost in Python is what this module is written around: each
 call checks its arrays (kdtree_jit._arrays' one-expression fast path for
-torch tensors), looks up what depends only on the call's sizes in a
-per-shape cache (output shapes, the workspace, a reusable argument
-buffer), packs every field of the C structs the kernel takes into that
-buffer with one struct.pack_into, and calls the C function.  No message
-is built unless something is wrong.
+torch tensors, and each argument slot's memory of the tensor it last
+passed), looks up what depends only on the call's sizes in a per-shape
+cache (output shapes, the workspace, a reusable argument buffer), packs
+every field of the C structs the kernel takes into that buffer with one
+struct.pack_into, and calls the C function.  No message is built unless
+something is wrong.
+
+The call a loop makes over and over costs less again.  Each kernel
+remembers its last call that wrote into out= one of the namedtuples below
+(Runtime._hot_*): the marks of that tuple and of a Draft or Tree argument,
+weak references to its tensor arguments, its other arguments, and the
+pointer of every tensor it passed.  A call with the same tuples, tensors
+and other arguments, each tensor still at the pointer it had, is that
+call again, checked then: a tuple cannot change its members nor a tensor
+its dtype or device; a tensor whose storage was replaced (set_(), a
+resize_() that grows it) has a new pointer; one made smaller or
+reshaped in place (resize_(), t_(), squeeze_()) keeps its storage, so the
+kernel still reads and writes only memory checked to be that tensor's
+(what such a tensor then shows of it is its owner's business).  Such
+a call skips every check, and the packing too while its shape's buffer
+still holds its values: a few identity tests, one data_ptr() per tensor
+and the launch.
+
+Threads: a shape's argument buffer belongs to the thread that made the
+shape.  Any other thread packs a fresh buffer on every call and never
+takes the remembered path, so two threads sharing a Runtime never write
+one buffer, nor launch from one that the other is filling.
 """
 
 import collections
 import struct
 import threading
+from weakref import ref as _weakref
 
 from . import _arrays
 from ._arrays import BF16, F32, I32, U32, U8
 
-Draft = collections.namedtuple("Draft", "lp ids")
-Tree = collections.namedtuple(
+_get_ident = threading.get_ident
+
+
+class _Marked(object):
+    """What the namedtuples below add to theirs: an instance dict for
+    `_kdt_mark`, an object() given to a tuple the first time a call
+    remembers it (_mark()) and kept for its life.  A tuple cannot be
+    weakly referenced and a runtime must not keep the arrays of its
+    callers alive, so a remembered call keeps the mark instead: a tuple
+    carrying that mark is the one remembered (or a shallow copy of it,
+    which holds the same arrays), because no other tuple is ever given
+    it."""
+
+    _kdt_mark = None
+
+
+def _tuple(name, fields, doc):
+    return type(name, (collections.namedtuple(name, fields), _Marked),
+                {"__doc__": doc, "__module__": __name__})
+
+
+Draft = _tuple("Draft", "lp ids", "draft_topk's outputs.")
+Tree = _tuple(
     "Tree", "n_nodes token parent depth position first_child next_sibling "
-            "score anc_mask")
-Attn = collections.namedtuple("Attn", "o lse")
-Accept = collections.namedtuple(
-    "Accept", "accept_len accept_idx accept_token bonus")
+            "score anc_mask", "build_ddtree's outputs.")
+Attn = _tuple("Attn", "o lse", "verify_attn's outputs.")
+Accept = _tuple("Accept", "accept_len accept_idx accept_token bonus",
+                "tree_accept's outputs.")
+
+
+def _mark(t):
+    m = t._kdt_mark
+    if m is None:
+        m = t._kdt_mark = object()
+    return m
+
 
 # A namedtuple from a sequence of its fields, without the keyword-argument
 # handling of its constructor (on every launch).
@@ -92,6 +144,22 @@ def fields_of(fn, name, obj, names):
                                          type(obj).__name__, e))
 
 
+def _refs(*xs):
+    """Weak references to the torch tensors `xs` (None for None), or None
+    if one is anything else: only a torch tensor's checks can be skipped
+    on its identity and data_ptr() (_arrays.Seen says why)."""
+    T = _arrays._Tensor
+    refs = []
+    for x in xs:
+        if x is None:
+            refs.append(None)
+        elif x.__class__ is T:
+            refs.append(_weakref(x))
+        else:
+            return None
+    return refs
+
+
 class Layout(object):
     """Some of the C structs a kernel takes, back to back in one buffer,
     each at its C alignment, with the listed fields packed in the order
@@ -146,27 +214,39 @@ class _Shape(object):
     it (another thread gets a fresh one per call, so concurrent callers
     never share one)."""
 
-    __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep", "alloc")
+    __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep",
+                 "packed", "alloc")
 
     def __init__(self, layout, seen, extra, alloc):
         self.layout = layout
         self.buf = layout.buffer()
-        self.owner = threading.get_ident()
+        self.owner = _get_ident()
         self.extra = extra
         self.alloc = alloc  # (shape, DType) of each output, None: none
         self.seen = tuple(seen)
         self.keep = None  # what pointers in the arguments point into
+        # The pointers of the remembered call whose values the buffer
+        # holds, or None: set where a call is remembered, cleared by every
+        # other packing of the buffer.
+        self.packed = None
 
     def args(self, private, *values):
         """Packs `values` into this thread's buffer, or into a new one
         that a bound launch keeps (`private`); returns its struct pointers
         and that private buffer (else None)."""
-        if private or threading.get_ident() != self.owner:
+        if private or _get_ident() != self.owner:
             buf = self.layout.buffer()
         else:
             buf = self.buf
+            self.packed = None
         self.layout.packer.pack_into(buf.view, 0, *values)
         return buf.ptrs, buf if private else None
+
+    def repack(self, vals, ptrs):
+        """Writes a remembered call's values back into this thread's
+        buffer (another call of the shape packed its own since)."""
+        self.layout.packer.pack_into(self.buf.view, 0, *vals)
+        self.packed = ptrs
 
 
 class Bound(object):
@@ -219,6 +299,12 @@ class Runtime(object):
         self._streams = {}
         self._shapes = {}
         self._layouts = {}
+        # Each kernel's remembered call (the module's docstring), a tuple
+        # whose fields the kernel's method lists where it unpacks it; made
+        # by the slow path once its checks passed, on the thread that owns
+        # the shape's buffer, and only where every array is a torch tensor.
+        self._hot_draft = self._hot_tree = self._hot_attn = None
+        self._hot_accept = None
         # The arguments each kernel reads its sizes from.
         S = _arrays.Seen
         self._seen = {
@@ -326,6 +412,30 @@ class Runtime(object):
         """The k largest logits of each row and their log-probabilities.
         logits: float32 or bfloat16 [..., V] (typically [R, L, V]); returns
         Draft(lp float32 [..., k], ids int32 [..., k])."""
+        # The remembered call (the module's docstring): the same out Draft
+        # and logits tensor, the same k, every pointer as then.
+        h = self._hot_draft
+        if h is not None and out.__class__ is Draft:
+            o_m, w_lg, hk, st, ptrs, vals, c, a_d, lg_p, dtype, vocab = h
+            if out._kdt_mark is o_m and w_lg() is logits is not None and \
+                    k.__class__ is int and k == hk and not _bind and \
+                    _get_ident() == st.owner:
+                lp, ids = out
+                if (lp.data_ptr(), ids.data_ptr(), logits.data_ptr()) == \
+                        ptrs:
+                    if st.packed is not ptrs:
+                        st.repack(vals, ptrs)
+                    raw = _arrays._raw_stream
+                    sh = self._streams.get(raw(self.device)) if \
+                        stream is None and raw is not None else None
+                    if sh is None:
+                        sh = self._stream(stream)
+                    r = c(self._rt or self._handle("draft_topk"), a_d, lg_p,
+                          dtype, vocab, sh)
+                    if r:
+                        raise fail(self._ffi, self._lib, r,
+                                   "kdtree_draft_topk")
+                    return out
         fn = "draft_topk"
         dev = self.device
         if k.__class__ is not int:
@@ -343,16 +453,23 @@ class Runtime(object):
             lp, ids = outputs(out, 2, fn, Draft)
             sv, sp = st.seen, _arrays.seen_ptr
             lp_p, ids_p = sp(sv[0], lp), sp(sv[1], ids)
-        ptrs, buf = st.args(_bind, lp_p, ids_p, n_rows, 1, k)
-        result = _new(Draft, (lp, ids))
+        vals = (lp_p, ids_p, n_rows, 1, k)
+        ptrs, buf = st.args(_bind, *vals)
+        result = out if out.__class__ is Draft else _new(Draft, (lp, ids))
         c = self._lib.kdtree_draft_topk
         if _bind:
             return self._bound("kdtree_draft_topk",
                                (ptrs[0], lg_p, dtype, vocab), buf, result)
-        st = c(self._rt or self._handle(fn), ptrs[0], lg_p, dtype, vocab,
-               self._stream(stream))
-        if st:
-            raise fail(self._ffi, self._lib, st, "kdtree_draft_topk")
+        if out.__class__ is Draft and _get_ident() == st.owner:
+            refs = _refs(logits, lp, ids)
+            if refs is not None:
+                hp = st.packed = (lp_p, ids_p, lg_p)
+                self._hot_draft = (_mark(out), refs[0], k, st, hp, vals, c,
+                                   ptrs[0], lg_p, dtype, vocab)
+        r = c(self._rt or self._handle(fn), ptrs[0], lg_p, dtype, vocab,
+              self._stream(stream))
+        if r:
+            raise fail(self._ffi, self._lib, r, "kdtree_draft_topk")
         return result
 
     def _draft_shape(self, fn, key, shp, dt, k):
@@ -386,6 +503,47 @@ class Runtime(object):
         [R], token, parent, depth, position, first_child, next_sibling
         [R, n_max] int32, score float32 [R, n_max] or None, anc_mask int32
         [R, n_max, ceil(n_max/32)]: the bits of ancestor-or-self rows)."""
+        # The remembered call (the module's docstring): the same out Tree,
+        # draft Draft and tensors, the same n_max and want_score, every
+        # pointer as then.
+        h = self._hot_tree
+        if h is not None and out.__class__ is Tree and \
+                draft.__class__ is Draft:
+            (o_m, d_m, w_b, w_r, w_dl, w_pl, hn, hws, st, ptrs, vals, c,
+             a_t, a_d, a_r) = h
+            if out._kdt_mark is o_m and draft._kdt_mark is d_m and \
+                    w_b() is budget is not None and \
+                    w_r() is root_token is not None and \
+                    (depth_limit is None if w_dl is None else
+                     w_dl() is depth_limit is not None) and \
+                    (past_len is None if w_pl is None else
+                     w_pl() is past_len is not None) and \
+                    n_max.__class__ is int and n_max == hn and \
+                    want_score is hws and not _bind and \
+                    _get_ident() == st.owner:
+                o0, o1, o2, o3, o4, o5, o6, o7, o8 = out
+                if (o0.data_ptr(), o1.data_ptr(), o2.data_ptr(),
+                        o3.data_ptr(), o4.data_ptr(), o5.data_ptr(),
+                        o6.data_ptr(), 0 if o7 is None else o7.data_ptr(),
+                        o8.data_ptr(), draft[0].data_ptr(),
+                        draft[1].data_ptr(), budget.data_ptr(),
+                        root_token.data_ptr(),
+                        0 if depth_limit is None else depth_limit.data_ptr(),
+                        0 if past_len is None else past_len.data_ptr()) == \
+                        ptrs:
+                    if st.packed is not ptrs:
+                        st.repack(vals, ptrs)
+                    raw = _arrays._raw_stream
+                    sh = self._streams.get(raw(self.device)) if \
+                        stream is None and raw is not None else None
+                    if sh is None:
+                        sh = self._stream(stream)
+                    r = c(self._rt or self._handle("build_ddtree"), a_t, a_d,
+                          a_r, sh)
+                    if r:
+                        raise fail(self._ffi, self._lib, r,
+                                   "kdtree_build_ddtree")
+                    return out
         fn = "build_ddtree"
         dev = self.device
         if n_max.__class__ is not int:
@@ -412,16 +570,28 @@ class Runtime(object):
             t = [sp(sv[5], o[0]), sp(sv[6], o[1]), sp(sv[7], o[2]),
                  sp(sv[8], o[3]), sp(sv[9], o[4]), sp(sv[10], o[5]),
                  sp(sv[11], o[6]), sp(sv[12], o[7]), sp(sv[13], o[8])]
-        ptrs, buf = st.args(_bind, *(t + [R, n_max, lp_p, ids_p, R, L, K,
-                                          budget_p, root_p, dl_p, pl_p, R]))
-        result = _new(Tree, o)
+        vals = tuple(t) + (R, n_max, lp_p, ids_p, R, L, K, budget_p, root_p,
+                           dl_p, pl_p, R)
+        ptrs, buf = st.args(_bind, *vals)
+        result = out if out.__class__ is Tree else _new(Tree, o)
         c = self._lib.kdtree_build_ddtree
         if _bind:
             return self._bound("kdtree_build_ddtree", ptrs, buf, result)
-        st = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
-               self._stream(stream))
-        if st:
-            raise fail(self._ffi, self._lib, st, "kdtree_build_ddtree")
+        if out.__class__ is Tree and draft.__class__ is Draft and \
+                _get_ident() == st.owner and \
+                (want_score is True or want_score is False):
+            refs = _refs(budget, root_token, depth_limit, past_len, lp, ids,
+                         *o)
+            if refs is not None:
+                hp = st.packed = tuple(t) + (lp_p, ids_p, budget_p, root_p,
+                                             dl_p, pl_p)
+                self._hot_tree = (_mark(out), _mark(draft), refs[0], refs[1],
+                                  refs[2], refs[3], n_max, want_score, st,
+                                  hp, vals, c, ptrs[0], ptrs[1], ptrs[2])
+        r = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
+              self._stream(stream))
+        if r:
+            raise fail(self._ffi, self._lib, r, "kdtree_build_ddtree")
         return result
 
     def _tree_shape(self, fn, key, shp, n_max, want_score):
@@ -481,6 +651,44 @@ class Runtime(object):
         verify_attn_workspace_size().  Returns Attn(o bfloat16
         [R, N_MAX, H, 512], lse float32 [R, N_MAX, H] or None).  Without
         `workspace`, the runtime allocates one per shape and keeps it."""
+        # The remembered call (the module's docstring): the same out Attn,
+        # tree Tree and tensors, the same scale and want_lse, every pointer
+        # as then.
+        h = self._hot_attn
+        if h is not None and out.__class__ is Attn and \
+                tree.__class__ is Tree:
+            (o_m, t_m, w_q, w_kv, w_bt, w_pl, w_ws, hs, hl, st, ptrs, vals,
+             c, a_a, a_t, a_r, a_k) = h
+            if out._kdt_mark is o_m and tree._kdt_mark is t_m and \
+                    w_q() is q is not None and \
+                    w_kv() is kv_cache is not None and \
+                    w_bt() is block_table is not None and \
+                    w_pl() is past_len is not None and \
+                    (workspace is None if w_ws is None else
+                     w_ws() is workspace is not None) and \
+                    scale.__class__ is float and scale == hs and \
+                    want_lse is hl and not _bind and \
+                    _get_ident() == st.owner:
+                o, lse = out
+                if (o.data_ptr(), 0 if lse is None else lse.data_ptr(),
+                        q.data_ptr(), kv_cache.data_ptr(),
+                        block_table.data_ptr(), past_len.data_ptr(),
+                        tree[0].data_ptr(), tree[8].data_ptr(),
+                        0 if workspace is None else workspace.data_ptr()) == \
+                        ptrs:
+                    if st.packed is not ptrs:
+                        st.repack(vals, ptrs)
+                    raw = _arrays._raw_stream
+                    sh = self._streams.get(raw(self.device)) if \
+                        stream is None and raw is not None else None
+                    if sh is None:
+                        sh = self._stream(stream)
+                    r = c(self._rt or self._handle("verify_attn"), a_a, a_t,
+                          a_r, a_k, sh)
+                    if r:
+                        raise fail(self._ffi, self._lib, r,
+                                   "kdtree_verify_attn")
+                    return out
         fn = "verify_attn"
         dev = self.device
         if scale.__class__ is not float:
@@ -521,17 +729,29 @@ class Runtime(object):
         else:
             o, lse = outputs(out, 2, fn, Attn)
             o_p, lse_p = sp(sv[3], o), sp(sv[4], lse)
-        ptrs, buf = st.args(_bind, q_p, o_p, lse_p, ws_p, ws_n, H, scale,
-                            nn_p, m_p, R, N, pl_p, R, kv_p, bt_p, page,
-                            bs[1])
-        result = _new(Attn, (o, lse))
+        vals = (q_p, o_p, lse_p, ws_p, ws_n, H, scale, nn_p, m_p, R, N, pl_p,
+                R, kv_p, bt_p, page, bs[1])
+        ptrs, buf = st.args(_bind, *vals)
+        result = out if out.__class__ is Attn else _new(Attn, (o, lse))
         c = self._lib.kdtree_verify_attn
         if _bind:
             return self._bound("kdtree_verify_attn", ptrs, buf, result)
-        st = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
-               ptrs[3], self._stream(stream))
-        if st:
-            raise fail(self._ffi, self._lib, st, "kdtree_verify_attn")
+        if out.__class__ is Attn and tree.__class__ is Tree and \
+                _get_ident() == st.owner and \
+                (want_lse is True or want_lse is False):
+            refs = _refs(q, kv_cache, block_table, past_len, workspace, o,
+                         lse, n_nodes, anc_mask)
+            if refs is not None:
+                hp = st.packed = (o_p, lse_p, q_p, kv_p, bt_p, pl_p, nn_p,
+                                  m_p, 0 if own_ws else ws_p)
+                self._hot_attn = (_mark(out), _mark(tree), refs[0], refs[1],
+                                  refs[2], refs[3], refs[4], scale, want_lse,
+                                  st, hp, vals, c, ptrs[0], ptrs[1], ptrs[2],
+                                  ptrs[3])
+        r = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
+              ptrs[3], self._stream(stream))
+        if r:
+            raise fail(self._ffi, self._lib, r, "kdtree_verify_attn")
         return result
 
     def _attn_shape(self, fn, key, qs, ks, bs, want_lse):
@@ -585,6 +805,39 @@ class Runtime(object):
         int32 [R, N_MAX] are read); target int32 [R, N_MAX]; max_accept
         int32 [R] or None.  Returns Accept(accept_len [R], accept_idx
         [R, L+1], accept_token [R, L+1], bonus [R])."""
+        # The remembered call (the module's docstring): the same out
+        # Accept, tree Tree and tensors, the same L, every pointer as then.
+        h = self._hot_accept
+        if h is not None and out.__class__ is Accept and \
+                tree.__class__ is Tree:
+            (o_m, t_m, w_tg, w_ma, hL, st, ptrs, vals, c, a_a, a_t, tg_p,
+             a_r) = h
+            if out._kdt_mark is o_m and tree._kdt_mark is t_m and \
+                    w_tg() is target is not None and \
+                    (max_accept is None if w_ma is None else
+                     w_ma() is max_accept is not None) and \
+                    L.__class__ is int and L == hL and not _bind and \
+                    _get_ident() == st.owner:
+                o0, o1, o2, o3 = out
+                if (o0.data_ptr(), o1.data_ptr(), o2.data_ptr(),
+                        o3.data_ptr(), tree[0].data_ptr(), tree[1].data_ptr(),
+                        tree[5].data_ptr(), tree[6].data_ptr(),
+                        target.data_ptr(),
+                        0 if max_accept is None else max_accept.data_ptr()) \
+                        == ptrs:
+                    if st.packed is not ptrs:
+                        st.repack(vals, ptrs)
+                    raw = _arrays._raw_stream
+                    sh = self._streams.get(raw(self.device)) if \
+                        stream is None and raw is not None else None
+                    if sh is None:
+                        sh = self._stream(stream)
+                    r = c(self._rt or self._handle("tree_accept"), a_a, a_t,
+                          tg_p, a_r, sh)
+                    if r:
+                        raise fail(self._ffi, self._lib, r,
+                                   "kdtree_tree_accept")
+                    return out
         fn = "tree_accept"
         dev = self.device
         if L.__class__ is not int:
@@ -613,18 +866,28 @@ class Runtime(object):
             o = outputs(out, 4, fn, Accept)
             a0, a1 = sp(sv[5], o[0]), sp(sv[6], o[1])
             a2, a3 = sp(sv[7], o[2]), sp(sv[8], o[3])
-        ptrs, buf = st.args(_bind, a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p,
-                            ns_p, R, N, ma_p, R)
+        vals = (a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p, ns_p, R, N, ma_p, R)
+        ptrs, buf = st.args(_bind, *vals)
         acc_p, tree_p, req_p = ptrs
-        result = _new(Accept, o)
+        result = out if out.__class__ is Accept else _new(Accept, o)
         c = self._lib.kdtree_tree_accept
         if _bind:
             return self._bound("kdtree_tree_accept",
                                (acc_p, tree_p, tg_p, req_p), buf, result)
-        st = c(self._rt or self._handle(fn), acc_p, tree_p, tg_p, req_p,
-               self._stream(stream))
-        if st:
-            raise fail(self._ffi, self._lib, st, "kdtree_tree_accept")
+        if out.__class__ is Accept and tree.__class__ is Tree and \
+                _get_ident() == st.owner:
+            refs = _refs(target, max_accept, n_nodes, token, first_child,
+                         next_sibling, *o)
+            if refs is not None:
+                hp = st.packed = (a0, a1, a2, a3, nn_p, tok_p, fc_p, ns_p,
+                                  tg_p, ma_p)
+                self._hot_accept = (_mark(out), _mark(tree), refs[0],
+                                    refs[1], L, st, hp, vals, c, acc_p,
+                                    tree_p, tg_p, req_p)
+        r = c(self._rt or self._handle(fn), acc_p, tree_p, tg_p, req_p,
+              self._stream(stream))
+        if r:
+            raise fail(self._ffi, self._lib, r, "kdtree_tree_accept")
         return result
 
     def _accept_shape(self, fn, key, ts, L):
