@@ -10,6 +10,14 @@ cffi call of the same C function with the same (prebuilt) structs:
                    kdtree_jit.torch): the same method behind torch's
                    dispatcher, which adds its own cost
 
+Each row is timed at a shape whose kernel takes less time than the host
+spends launching it, so that the GPU never holds the host back and each
+column is the host's cost (a long kernel would hide it: the queue of
+launches fills and every column shows the kernel's time).  So draft_topk
+runs over a small vocabulary and verify_attn over one request with a short
+past; the table names each row's shape.  The last line says what one
+torch.empty costs, which is what an allocating call adds per output.
+
 No timing is asserted anywhere; this prints them.
 
     python3 python/examples/overhead.py [--requests 8] [--calls 2000]
@@ -88,9 +96,14 @@ def main():
     ap.add_argument("--depth", type=int, default=15, help="L")
     ap.add_argument("--topk", type=int, default=8, help="K")
     ap.add_argument("--budget", type=int, default=64, help="N_MAX - 1")
-    ap.add_argument("--vocab", type=int, default=163840)
+    ap.add_argument("--vocab", type=int, default=4096,
+                    help="draft_topk's V (163840 takes the H200 longer to "
+                    "read than a launch takes)")
     ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--past", type=int, default=4096)
+    ap.add_argument("--attn-requests", type=int, default=1,
+                    help="verify_attn's R")
+    ap.add_argument("--past", type=int, default=64,
+                    help="verify_attn's past_len")
     ap.add_argument("--page", type=int, default=64)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=7)
@@ -107,6 +120,7 @@ def main():
 
     R, L, K, N, V, H = (a.requests, a.depth, a.topk, a.budget + 1, a.vocab,
                         a.heads)
+    RA = a.attn_requests
     if a.stub:
         # Device -1 is what a CPU tensor reports: every check runs as for
         # a GPU; the stub's kernels do nothing.
@@ -143,25 +157,39 @@ def main():
     budget = torch.full((R,), N - 1, **i32)
     root = torch.full((R,), 3, **i32)
     past_len = torch.full((R,), a.past, **i32)
-    pages = (a.past + N + a.page - 1) // a.page
-    block_table = torch.arange(R * pages, **i32).view(R, pages)
-    kv = torch.zeros(R * pages, a.page, 576, dtype=torch.bfloat16,
-                     device=dev)
-    q = torch.zeros(R, N, H, 576, dtype=torch.bfloat16, device=dev)
-    scale = 0.1
     draft = rt.draft_topk(logits, K)
     if a.stub:
         draft.lp.zero_()
         draft.ids.zero_()
-    tree = rt.build_ddtree(draft, budget, root, N, past_len=past_len)
-    if a.stub:
-        for x in tree:
-            if x is not None:
-                x.zero_()
-        tree.n_nodes.fill_(1)
-    attn = rt.verify_attn(q, kv, block_table, past_len, tree, scale)
+
+    def new_tree(r):
+        d = kdtree_jit.Draft(draft.lp[:r], draft.ids[:r])
+        t = rt.build_ddtree(d, budget[:r], root[:r], N,
+                            past_len=past_len[:r])
+        if a.stub:
+            for x in t:
+                if x is not None:
+                    x.zero_()
+            t.n_nodes.fill_(1)
+        return t
+    tree = new_tree(R)
+    # verify_attn's own, smaller round: RA requests of the same trees.
+    tree_a, past_a = new_tree(RA), past_len[:RA]
+    pages = (a.past + N + a.page - 1) // a.page
+    block_table = torch.arange(RA * pages, **i32).view(RA, pages)
+    kv = torch.zeros(RA * pages, a.page, 576, dtype=torch.bfloat16,
+                     device=dev)
+    q = torch.zeros(RA, N, H, 576, dtype=torch.bfloat16, device=dev)
+    scale = 0.1
+    attn = rt.verify_attn(q, kv, block_table, past_a, tree_a, scale)
     target = torch.zeros(R, N, **i32)
     acc = rt.tree_accept(tree, target, L)
+    shapes = {
+        "draft_topk": "R=%d L=%d K=%d V=%d" % (R, L, K, V),
+        "build_ddtree": "R=%d L=%d K=%d N_MAX=%d" % (R, L, K, N),
+        "verify_attn": "R=%d N_MAX=%d H=%d past=%d" % (RA, N, H, a.past),
+        "tree_accept": "R=%d N_MAX=%d L=%d" % (R, N, L),
+    }
     sync()
     s = torch.cuda.current_stream().cuda_stream if not a.stub else 0
     sp = ffi.cast("void *", s)
@@ -180,7 +208,12 @@ def main():
     c_req = ffi.new("kdtree_requests *", dict(
         budget=budget.data_ptr(), root_token=root.data_ptr(),
         past_len=past_len.data_ptr(), n_requests=R))
-    ws_n = rt.verify_attn_workspace_size(R, H, N, a.page, pages)
+    c_tree_a = ffi.new("kdtree_tree *", dict(
+        n_nodes=tree_a.n_nodes.data_ptr(),
+        anc_mask=tree_a.anc_mask.data_ptr(), n_requests=RA, n_max=N))
+    c_req_a = ffi.new("kdtree_requests *", dict(
+        past_len=past_a.data_ptr(), n_requests=RA))
+    ws_n = rt.verify_attn_workspace_size(RA, H, N, a.page, pages)
     ws = torch.empty(max(ws_n, 16), dtype=torch.uint8, device=dev)
     c_attn = ffi.new("kdtree_attn *", dict(
         q=q.data_ptr(), o=attn.o.data_ptr(), lse=attn.lse.data_ptr(),
@@ -198,8 +231,8 @@ def main():
                                                     sp),
         "build_ddtree": lambda: lib.kdtree_build_ddtree(h, c_tree, c_draft3,
                                                         c_req, sp),
-        "verify_attn": lambda: lib.kdtree_verify_attn(h, c_attn, c_tree,
-                                                      c_req, c_kv, sp),
+        "verify_attn": lambda: lib.kdtree_verify_attn(h, c_attn, c_tree_a,
+                                                      c_req_a, c_kv, sp),
         "tree_accept": lambda: lib.kdtree_tree_accept(h, c_acc, c_tree,
                                                       target.data_ptr(),
                                                       c_req, sp),
@@ -208,24 +241,24 @@ def main():
         "draft_topk": lambda: rt.draft_topk(logits, K, out=draft),
         "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
                                                 past_len=past_len, out=tree),
-        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_len,
-                                              tree, scale, out=attn),
+        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_a,
+                                              tree_a, scale, out=attn),
         "tree_accept": lambda: rt.tree_accept(tree, target, L, out=acc),
     }
     method_new = {
         "draft_topk": lambda: rt.draft_topk(logits, K),
         "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
                                                 past_len=past_len),
-        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_len,
-                                              tree, scale),
+        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_a,
+                                              tree_a, scale),
         "tree_accept": lambda: rt.tree_accept(tree, target, L),
     }
     bound = {
         "draft_topk": rt.bind("draft_topk", logits, K, out=draft),
         "build_ddtree": rt.bind("build_ddtree", draft, budget, root, N,
                                 past_len=past_len, out=tree),
-        "verify_attn": rt.bind("verify_attn", q, kv, block_table, past_len,
-                               tree, scale, out=attn),
+        "verify_attn": rt.bind("verify_attn", q, kv, block_table, past_a,
+                               tree_a, scale, out=attn),
         "tree_accept": rt.bind("tree_accept", tree, target, L, out=acc),
     }
     ops_out = ops_new = None
@@ -241,7 +274,7 @@ def main():
                 draft.lp, draft.ids, budget, root, N, None, past_len,
                 *tree_s),
             "verify_attn": lambda: k.verify_attn_out(
-                q, kv, block_table, past_len, tree.n_nodes, tree.anc_mask,
+                q, kv, block_table, past_a, tree_a.n_nodes, tree_a.anc_mask,
                 scale, *attn),
             "tree_accept": lambda: k.tree_accept_out(
                 tree.n_nodes, tree.token, tree.first_child,
@@ -252,12 +285,13 @@ def main():
             "build_ddtree": lambda: k.build_ddtree(
                 draft.lp, draft.ids, budget, root, N, None, past_len),
             "verify_attn": lambda: k.verify_attn(
-                q, kv, block_table, past_len, tree.n_nodes, tree.anc_mask,
+                q, kv, block_table, past_a, tree_a.n_nodes, tree_a.anc_mask,
                 scale),
             "tree_accept": lambda: k.tree_accept(
                 tree.n_nodes, tree.token, tree.first_child,
                 tree.next_sibling, target, L, None),
         }
+    clock = time.thread_time if a.stub else time.perf_counter
     rows = {}
     for name in raw:
         row = {}
@@ -270,26 +304,40 @@ def main():
                 # On a shared machine with no GPU, this thread's CPU time
                 # (the minimum over repetitions) says more than the wall.
                 row[col] = per_call_us(table[name], a.calls, a.reps, sync,
-                                       time.thread_time if a.stub else
-                                       time.perf_counter)
+                                       clock)
         rows[name] = row
+    # What allocating adds: one torch.empty per output, against a view of
+    # one larger allocation (what splitting one block would cost instead).
+    block = torch.empty(8 * R * N, **i32)
+    alloc = {
+        "torch_empty": per_call_us(lambda: torch.empty(R, N, **i32), a.calls,
+                                   a.reps, sync, clock),
+        "as_strided_view": per_call_us(
+            lambda: block.as_strided((R, N), (N, 1), R * N), a.calls, a.reps,
+            sync, clock)}
+    n_out = {"draft_topk": 2, "build_ddtree": 8, "verify_attn": 2,
+             "tree_accept": 4}
     where = "stub library, CPU tensors" if a.stub else \
         torch.cuda.get_device_name()
-    print("overhead: host us per call (%s of %d x %d calls), %s; R=%d "
-          "L=%d K=%d N_MAX=%d V=%d H=%d" % (
-              "thread CPU time, best" if a.stub else "wall time, median",
-              a.reps, a.calls, where, R, L, K, N, V, H))
+    print("overhead: host us per call (%s of %d x %d calls), %s" % (
+        "thread CPU time, best" if a.stub else "wall time, median",
+        a.reps, a.calls, where))
     cols = [c for c in ("raw", "method_out", "method_alloc", "bound",
                         "op_out", "op_alloc") if c in rows["tree_accept"]]
     print("  %-13s" % "kernel" + "".join("%13s" % c for c in cols) +
-          "%16s" % "out - raw")
+          "%11s  %s" % ("out - raw", "shape"))
     for name, row in rows.items():
         print("  %-13s" % name + "".join("%13.2f" % row[c] for c in cols) +
-              "%16.2f" % (row["method_out"] - row["raw"]))
+              "%11.2f  %s" % (row["method_out"] - row["raw"], shapes[name]))
+    print("  allocating: torch.empty(%d, %d, int32) %.2f us, a view of one "
+          "block (as_strided) %.2f us; outputs allocated: %s" % (
+              R, N, alloc["torch_empty"], alloc["as_strided_view"],
+              ", ".join("%s %d" % kv for kv in n_out.items())))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"where": where, "R": R, "L": L, "K": K, "N_MAX": N,
-                       "V": V, "H": H, "us_per_call": rows}, f, indent=1)
+            json.dump({"where": where, "shapes": shapes, "us_per_call": rows,
+                       "alloc_us": alloc, "outputs_allocated": n_out}, f,
+                      indent=1)
     return 0
 
 
