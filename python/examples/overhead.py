@@ -3,8 +3,13 @@
 cffi call of the same C function with the same (prebuilt) structs:
 
     raw cffi       lib.kdtree_<kernel>(rt, structs..., stream): the floor
-    method, out=   Runtime.<kernel>(..., out=...): every check, outputs given
-    method         Runtime.<kernel>(...): every check, outputs allocated
+    method, out=   Runtime.<kernel>(..., out=...): outputs given, the same
+                   arguments and out= namedtuple each call, as in a loop
+                   (the runtime's remembered call: kdtree_jit._runtime)
+    method, tuple  the same with out= a new plain tuple of the same
+                   outputs each call: every argument through its slot's
+                   checks (each remembering the tensor it saw last)
+    method         Runtime.<kernel>(...): outputs allocated
     bound          Runtime.bind(...)(): checked once
     torch op       torch.ops.kdtree.<kernel>_out / <kernel> (import
                    kdtree_jit.torch): the same method behind torch's
@@ -245,6 +250,17 @@ def main():
                                               tree_a, scale, out=attn),
         "tree_accept": lambda: rt.tree_accept(tree, target, L, out=acc),
     }
+    method_tuple = {
+        "draft_topk": lambda: rt.draft_topk(logits, K, out=tuple(draft)),
+        "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
+                                                past_len=past_len,
+                                                out=tuple(tree)),
+        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_a,
+                                              tree_a, scale,
+                                              out=tuple(attn)),
+        "tree_accept": lambda: rt.tree_accept(tree, target, L,
+                                              out=tuple(acc)),
+    }
     method_new = {
         "draft_topk": lambda: rt.draft_topk(logits, K),
         "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
@@ -296,6 +312,7 @@ def main():
     for name in raw:
         row = {}
         for col, table in (("raw", raw), ("method_out", method_out),
+                           ("method_tuple", method_tuple),
                            ("method_alloc", method_new),
                            ("bound", {n: (lambda b=b: b(s))
                                       for n, b in bound.items()}),
@@ -322,8 +339,9 @@ def main():
     print("overhead: host us per call (%s of %d x %d calls), %s" % (
         "thread CPU time, best" if a.stub else "wall time, median",
         a.reps, a.calls, where))
-    cols = [c for c in ("raw", "method_out", "method_alloc", "bound",
-                        "op_out", "op_alloc") if c in rows["tree_accept"]]
+    cols = [c for c in ("raw", "method_out", "method_tuple", "method_alloc",
+                        "bound", "op_out", "op_alloc")
+            if c in rows["tree_accept"]]
     print("  %-13s" % "kernel" + "".join("%13s" % c for c in cols) +
           "%11s  %s" % ("out - raw", "shape"))
     for name, row in rows.items():

@@ -11,7 +11,8 @@ Arrays are torch tensors or any object with ``__cuda_array_interface__``;
 what one kernel writes and the next reads travels as one namedtuple
 (Draft, Tree, Accept), as in the C API's structs.  Outputs are allocated
 when not given, or written into ``out=`` (a tuple in the order the method
-returns, typically the result of an earlier call).  Launches go on the
+returns, typically the result of an earlier call: a call repeated with the
+same namedtuple and arguments skips its checks, docs/python.md).  Launches go on the
 current torch stream unless ``stream=`` says otherwise and never
 synchronise, so a round can be captured in a CUDA graph once its shapes
 were prepared (an eager call or ``prepare()`` first).
