@@ -550,4 +550,5 @@ def test_bad_torch_tensors_name_the_argument():
              target=target.to("cuda:1"))
     else:
         log("one GPU: the wrong-device case ran on fake arrays only "
-            "(test_errors.test_wrong_device, test_torch_ops)")
+            "(test_errors.test_wrong_device, test_torch_ops."
+            "test_fake_wrong_device_names_both)")
