@@ -230,7 +230,7 @@ class _Shape(object):
         # other packing of the buffer.
         self.packed = None
 
-    def args(self, private, *values):
+    def args(self, private, values):
         """Packs `values` into this thread's buffer, or into a new one
         that a bound launch keeps (`private`); returns its struct pointers
         and that private buffer (else None)."""
@@ -454,7 +454,7 @@ class Runtime(object):
             sv, sp = st.seen, _arrays.seen_ptr
             lp_p, ids_p = sp(sv[0], lp), sp(sv[1], ids)
         vals = (lp_p, ids_p, n_rows, 1, k)
-        ptrs, buf = st.args(_bind, *vals)
+        ptrs, buf = st.args(_bind, vals)
         result = out if out.__class__ is Draft else _new(Draft, (lp, ids))
         c = self._lib.kdtree_draft_topk
         if _bind:
@@ -572,7 +572,7 @@ class Runtime(object):
                  sp(sv[11], o[6]), sp(sv[12], o[7]), sp(sv[13], o[8])]
         vals = tuple(t) + (R, n_max, lp_p, ids_p, R, L, K, budget_p, root_p,
                            dl_p, pl_p, R)
-        ptrs, buf = st.args(_bind, *vals)
+        ptrs, buf = st.args(_bind, vals)
         result = out if out.__class__ is Tree else _new(Tree, o)
         c = self._lib.kdtree_build_ddtree
         if _bind:
@@ -731,7 +731,7 @@ class Runtime(object):
             o_p, lse_p = sp(sv[3], o), sp(sv[4], lse)
         vals = (q_p, o_p, lse_p, ws_p, ws_n, H, scale, nn_p, m_p, R, N, pl_p,
                 R, kv_p, bt_p, page, bs[1])
-        ptrs, buf = st.args(_bind, *vals)
+        ptrs, buf = st.args(_bind, vals)
         result = out if out.__class__ is Attn else _new(Attn, (o, lse))
         c = self._lib.kdtree_verify_attn
         if _bind:
@@ -867,7 +867,7 @@ class Runtime(object):
             a0, a1 = sp(sv[5], o[0]), sp(sv[6], o[1])
             a2, a3 = sp(sv[7], o[2]), sp(sv[8], o[3])
         vals = (a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p, ns_p, R, N, ma_p, R)
-        ptrs, buf = st.args(_bind, *vals)
+        ptrs, buf = st.args(_bind, vals)
         acc_p, tree_p, req_p = ptrs
         result = out if out.__class__ is Accept else _new(Accept, o)
         c = self._lib.kdtree_tree_accept
