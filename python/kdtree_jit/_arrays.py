@@ -2,10 +2,10 @@
 (CuPy, Numba), checked for device, dtype, shape and contiguity, and new
 outputs allocated with torch (or CuPy when torch is absent).
 
-These checks are on every launch, so the common case -- a torch tensor
-that passes -- reads each attribute once, in one expression, and builds
-no message; anything else, or any failure, takes the general path, which
-words the error.
+These checks are on every launch but a remembered one (kdtree_jit._runtime
+says which), so the common case -- a torch tensor that passes -- reads
+each attribute once, in one expression, and builds no message; anything
+else, or any failure, takes the general path, which words the error.
 """
 
 from weakref import ref as _weakref
