@@ -146,45 +146,24 @@ problem(load_row *r, const char *fmt, ...)
     r->problem[len + strcspn(r->problem + len, "\n")] = 0;
 }
 
-/* The bare compile: kdt_nvrtc_compile() of the kernel's source, headers
- * and options, exactly as the load path passes them, with nothing around
- * it (no key, no cache, no load).  Returns milliseconds, or NAN. */
+/* The bare compile: kdt_kernel_compile(), the miss path's own compile
+ * (the kernel's source, headers and options exactly as the library passes
+ * them), with nothing around it (no key, no cache, no load).  Returns
+ * milliseconds, or NAN. */
 static double
 bare_compile_ms(load_row *r, int id, const int64_t *vals, const char *target,
                 int kind)
 {
-    const kdt_kernel_def *def = kdt_kernel_def_get(id);
-    const char *hsrc[16], *hname[16], *opts[4 + KDT_MAX_CONSTS];
-    char optbuf[KDT_MAX_CONSTS][80], archopt[48];
-    int nh = 0, no = 0, st = 0;
+    int st = 0;
     const kdt_nvrtc *n = kdt_nvrtc_get(&st);
-    const char *src = def ? kdt_source_text(def->source, NULL) : NULL;
     kdt_blob blob = {0};
     double t0, t1;
-    if (!n || !src) {
-        problem(r, "bare NVRTC: %s", n ? "no source" : kdtree_last_error());
+    if (!n) {
+        problem(r, "bare NVRTC: %s", kdtree_last_error());
         return NAN;
     }
-    for (; def->headers && def->headers[nh] && nh < 16; nh++) {
-        hname[nh] = def->headers[nh];
-        hsrc[nh] = kdt_source_text(def->headers[nh], NULL);
-        if (!hsrc[nh]) {
-            problem(r, "bare NVRTC: header %s not embedded", hname[nh]);
-            return NAN;
-        }
-    }
-    snprintf(archopt, sizeof archopt, "-arch=%s", target);
-    opts[no++] = "-std=c++17";
-    opts[no++] = archopt;
-    opts[no++] = "-lineinfo";
-    for (int i = 0; i < def->n_consts; i++) {
-        snprintf(optbuf[i], sizeof optbuf[i], "-DKDT_%s=%lld",
-                 def->consts[i].name, (long long)vals[i]);
-        opts[no++] = optbuf[i];
-    }
     t0 = bench_now_us();
-    st = kdt_nvrtc_compile(n, src, def->source, nh, hsrc, hname, no, opts,
-                           kind, &blob);
+    st = kdt_kernel_compile(n, id, vals, target, kind, &blob);
     t1 = bench_now_us();
     kdt_blob_free(&blob);
     if (st) {

@@ -166,9 +166,9 @@ header_text(const char *name)
     return out;
 }
 
-static int
-compile(const kdt_nvrtc *nv, int id, const int64_t *vals, const char *target,
-        int kind, kdt_blob *out)
+int
+kdt_kernel_compile(const kdt_nvrtc *nv, int id, const int64_t *vals,
+                   const char *target, int kind, kdt_blob *out)
 {
     const kdt_kernel_def *d = kdt_kernel_def_get(id);
     const char *hsrc[16];
@@ -267,7 +267,7 @@ compile_and_store(const kdt_nvrtc *nv, int id, const int64_t *vals,
             return st < 0 ? st : KDTREE_OK;
         }
     }
-    st = compile(nv, id, vals, target, kind, out);
+    st = kdt_kernel_compile(nv, id, vals, target, kind, out);
     if (st != KDTREE_OK) {
         kdt_failure_remember(key, st);
         kdt_cache_lock_release(lock);
