@@ -346,8 +346,8 @@ report_table(bench_ctx *b, FILE *o)
                 fprintf(o, "    ! %s\n", r->problem);
         }
         fprintf(o, "  in NVRTC = the cold run's own time inside NVRTC "
-                "(kdtree_cache_stats_get); bare = kdt_nvrtc_compile of the same "
-                "source and options alone;\n  hot = kdt_runtime_find (the "
+                "(kdtree_cache_stats_get); bare = kdt_kernel_compile, the "
+                "same compile alone;\n  hot = kdt_runtime_find (the "
                 "launch path's lookup); prep = kdtree_prepare of a loaded "
                 "shape\n");
         table_functions(b, o);
