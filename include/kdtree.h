@@ -67,7 +67,8 @@ typedef enum kdtree_status {
     /* A device pointer is not aligned as the kernel needs. */
     KDTREE_ERROR_MISALIGNED = -2,
     /* A shape lies outside a kernel's compiled limits (the message names
-     * the constant and its allowed range). */
+     * the constant and its allowed range), or needs more shared memory
+     * than this device gives a block (draft_topk, build_ddtree). */
     KDTREE_ERROR_SHAPE = -3,
     /* No kernel of that name. */
     KDTREE_ERROR_UNKNOWN_KERNEL = -4,
@@ -83,8 +84,10 @@ typedef enum kdtree_status {
     /* NVRTC rejected a kernel; kdtree_last_error() holds its log. */
     KDTREE_ERROR_COMPILE = -9,
     /* The architecture is unknown, NVRTC can target nothing that runs on
-     * it, or the kernel needs a newer one (verify_attn: sm_80, draft_topk:
-     * sm_90; kdtree_last_error() names both). */
+     * it, the kernel needs a newer one (verify_attn: sm_80, draft_topk:
+     * sm_90; kdtree_last_error() names both), a runtime's explicit target
+     * does not run on its device, or the device gives a block less shared
+     * memory than verify_attn's body needs. */
     KDTREE_ERROR_ARCH = -10,
     /* A CUDA driver call failed; kdtree_last_error() names the call and the
      * CUresult. */
@@ -118,7 +121,9 @@ typedef struct kdtree_cache_stats {
     uint64_t compiles;    /* NVRTC compiles */
     uint64_t loads;       /* cuModuleLoadData calls */
     uint64_t disk_misses; /* lookups that found no valid entry on disk */
-    uint64_t disk_rejects; /* entries found but refused (corrupt, stale) */
+    uint64_t disk_rejects; /* entries found but refused (corrupt, stale,
+                            * untrusted), and cache directories the
+                            * trust rules refused (docs/cache.md) */
     double compile_ms;    /* total wall time inside NVRTC */
     double load_ms;       /* total wall time in cuModuleLoadData */
     double disk_ms;       /* total wall time reading and verifying entries */
@@ -225,7 +230,9 @@ int32_t kdtree_runtime_create(kdtree_runtime **out, int32_t device);
  * the driver finishes.  It must run on the device: sm_XY with the
  * device's major version and XY no higher than the device's (sm_XYa only
  * on exactly XY), or compute_XY with XY no higher (KDTREE_ERROR_ARCH
- * otherwise).  NULL or "" chooses as kdtree_runtime_create does. */
+ * otherwise).  NULL or "" chooses from the device, as
+ * kdtree_runtime_create does when $KDTREE_TARGET is not set (it is not
+ * read here). */
 int32_t kdtree_runtime_create_for(kdtree_runtime **out, int32_t device,
                                   const char *target);
 /* Unloads every module and releases the primary context.  NULL is fine.
