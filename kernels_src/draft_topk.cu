@@ -76,13 +76,14 @@
 // Merge (S > 1).  Each block publishes its top (K keys, zero-padded; 0 is
 // below every real key) and its (max, sum) in its shared memory; after a
 // cluster barrier every block copies the S lists into its own buffer
-// (S * K <= CAP, the host's rule) and ranks its own keys: the global rank
-// of key c is its index in its list plus, for every other list, the number
-// of keys above c (binary search; keys are unique).  Keys of rank < K are
-// written by the block that owns them, so every output is written once.
-// Every block computes the row's logsumexp from the same S pairs in the
-// same order, so all write the same value.  A second cluster barrier keeps
-// every block's shared memory alive until the others have read it.
+// (S * K <= CAP: kdt_dt_split's rule, kdt_draft_topk_plan.h) and ranks
+// its own keys: the global rank of key c is its index in its list plus,
+// for every other list, the number of keys above c (binary search; keys
+// are unique).  Keys of rank < K are written by the block that owns
+// them, so every output is written once.  Every block computes the row's
+// logsumexp from the same S pairs in the same order, so all write the
+// same value.  A second cluster barrier keeps every block's shared
+// memory alive until the others have read it.
 //
 // Slots past the chunk's end read as -inf (no per-logit validity test).
 //

@@ -2,9 +2,9 @@
  * kdt_params.h: the launch parameters of every kernel, one struct per
  * kernel, passed by value as the kernel's only argument.
  *
- * This one file is compiled both by the host C compiler (src/launch_*.c
- * fill the structs) and by NVRTC (the kernels read them), so host and
- * device can never disagree on a layout.  Only fixed-width types and
+ * This one file is compiled both by the host C compiler
+ * (src/kernels/<name>.c fill the structs) and by NVRTC (the kernels read
+ * them), so host and device can never disagree on a layout.  Only fixed-width types and
  * pointers; every field is naturally aligned, so the layout is the same
  * under the x86-64 and nvptx64 ABIs.
  *
