@@ -228,9 +228,9 @@ int32_t kdtree_runtime_create(kdtree_runtime **out, int32_t device);
  * own: "sm_90" on a Hopper part builds the portable kernels (verify_attn's
  * mma.sync body) instead of the sm_90a ones; "compute_90" builds PTX that
  * the driver finishes.  It must run on the device: sm_XY with the
- * device's major version and XY no higher than the device's (sm_XYa only
- * on exactly XY), or compute_XY with XY no higher (KDTREE_ERROR_ARCH
- * otherwise).  NULL or "" chooses from the device, as
+ * device's major version and XY no higher than the device's, or
+ * compute_XY with XY no higher; sm_XYa and compute_XYa only on exactly XY
+ * (KDTREE_ERROR_ARCH otherwise).  NULL or "" chooses from the device, as
  * kdtree_runtime_create does when $KDTREE_TARGET is not set (it is not
  * read here). */
 int32_t kdtree_runtime_create_for(kdtree_runtime **out, int32_t device,

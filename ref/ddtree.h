@@ -25,8 +25,10 @@
 
 #include <stdint.h>
 
-/* The largest N_MAX the references handle (the kernels' limit). */
-#define REF_N_MAX_LIMIT 1025
+#include "kdt_limits.h"
+
+/* The largest N_MAX the references handle: the kernels' limit. */
+#define REF_N_MAX_LIMIT KDT_LIMIT_N_MAX
 
 /* bf16 <-> f32: bf16 is the upper half of an f32; to_bf16 rounds to
  * nearest even (NaN stays NaN). */

@@ -66,6 +66,11 @@ START_TEST(registry)
         ck_assert_ptr_nonnull(kdtree_kernel_constants(want[i]));
         const char *shape = kdtree_kernel_default_shape(want[i]);
         ck_assert_ptr_nonnull(shape);
+        /* every header the key hashes is one NVRTC gets */
+        int nh = 0;
+        while (kdt_kernel_def_get(i)->headers[nh])
+            nh++;
+        ck_assert_int_le(nh, KDT_MAX_HEADERS);
         int64_t vals[KDT_MAX_CONSTS];
         ck_assert_int_eq(kdt_shape_parse(i, shape, vals), KDTREE_OK);
         /* The canonical text parses back to the same values. */
@@ -714,7 +719,8 @@ START_TEST(explicit_target_rule)
         {12, 0, "sm_120a", 1},    {12, 0, "compute_90", 1},
         {8, 9, "sm_86", 1},       {8, 9, "sm_80", 1},
         {8, 9, "sm_89a", 1},      {8, 9, "sm_86a", 0},
-        {8, 6, "sm_89", 0},
+        {8, 6, "sm_89", 0},       {10, 0, "compute_90a", 0},
+        {12, 0, "compute_120a", 1}, {12, 0, "compute_100a", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kdtree_runtime rt;

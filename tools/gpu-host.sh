@@ -5,6 +5,9 @@
 # tarball once (kept in /tmp/kdt between calls on a warm host), then runs
 # the stages named in $STAGES (default: all, in this order):
 #   check     make check, GPU suites included, each test under a time limit
+#   portable  the GPU suites again with KDTREE_TARGET=$PORTABLE_TARGET
+#             (default sm_90: on Hopper, verify_attn's mma.sync body, the
+#             one sm_120 and every non-Hopper part runs)
 #   bench     kdtree-bench with its PyTorch baselines
 #   round     python/examples/ddtree_round.py
 #   sanitize  compute-sanitizer memcheck and racecheck on the GPU suites
@@ -14,7 +17,7 @@ set -u
 out=${OUT:-/tmp/kdt-out}
 mkdir -p "$out"
 top=$(pwd)
-stages=${STAGES:-check bench round sanitize}
+stages=${STAGES:-check portable bench round sanitize}
 # shellcheck disable=SC1091
 . .gpu/env.sh >/dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
@@ -35,6 +38,18 @@ for stage in $stages; do
         make -j4 check LOG_COMPILER="timeout ${TEST_TIMEOUT:-240}" >"$out/check.log" 2>&1 || status=1
         tar czf "$out/testlogs.tgz" tests/*.log test-suite.log 2>/dev/null
         grep -E "^(PASS|FAIL|SKIP|ERROR):|^# (TOTAL|PASS|FAIL|SKIP|ERROR)" "$out/check.log"
+        ;;
+    portable)
+        for t in tests/gpu_*; do
+            case $t in *.*) continue ;; esac
+            [ -x "$t" ] || continue
+            log=$out/portable-${t#tests/}.log
+            KDTREE_TARGET=${PORTABLE_TARGET:-sm_90} \
+                timeout "${TEST_TIMEOUT:-240}" "./$t" >"$log" 2>&1
+            rc=$?
+            [ $rc = 0 ] || [ $rc = 77 ] || status=1
+            echo "${PORTABLE_TARGET:-sm_90} $t: exit $rc $(grep -E 'Checks' "$log" | tail -1)"
+        done
         ;;
     bench)
         KDTREE_BENCH_TOOLS=$(pwd)/tools timeout "${BENCH_TIMEOUT:-300}" \

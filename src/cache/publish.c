@@ -35,6 +35,11 @@ create_temp(int dir_fd, const kdt_key *key, char tmp[KDT_NAME_SIZE])
         int fd = openat(dir_fd, tmp,
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                         0600);
+        /* EEXIST: another writer holds this name (same host name, pid
+         * and count: containers in separate PID namespaces); the next
+         * count is a new name. */
+        if (fd < 0 && errno == EEXIST)
+            continue;
         if (fd < 0)
             return -1;
         if (flock(fd, LOCK_EX) != 0) {

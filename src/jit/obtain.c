@@ -171,11 +171,17 @@ kdt_kernel_compile(const kdt_nvrtc *nv, int id, const int64_t *vals,
                    const char *target, int kind, kdt_blob *out)
 {
     const kdt_kernel_def *d = kdt_kernel_def_get(id);
-    const char *hsrc[16];
-    const char *hname[16];
-    char *owned[16];
+    const char *hsrc[KDT_MAX_HEADERS];
+    const char *hname[KDT_MAX_HEADERS];
+    char *owned[KDT_MAX_HEADERS];
     int nh = 0, st = KDTREE_OK;
-    for (int i = 0; d->headers && d->headers[i] && nh < 16; i++) {
+    for (int i = 0; d->headers && d->headers[i]; i++) {
+        if (nh == KDT_MAX_HEADERS) {
+            st = kdt_fail(KDTREE_ERROR_INTERNAL,
+                          "%s: more than %d headers (KDT_MAX_HEADERS)",
+                          d->name, KDT_MAX_HEADERS);
+            break;
+        }
         owned[nh] = header_text(d->headers[i]);
         if (!owned[nh]) {
             st = kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY,

@@ -13,6 +13,8 @@
 
 #define KDT_MAX_CONSTS 6
 #define KDT_MAX_FUNCS 4
+/* Headers a kernel's source may include (its `headers` list). */
+#define KDT_MAX_HEADERS 16
 
 enum kdt_kernel_id {
     KDT_KERNEL_DRAFT_TOPK = 0,

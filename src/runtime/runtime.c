@@ -32,17 +32,18 @@ kdt_runtime_set_target(kdtree_runtime *rt, const char *target,
                         "compute_90)",
                         fn, target);
     int cc = rt->cc_major * 10 + rt->cc_minor;
-    int runs = kind == KDT_PAYLOAD_PTX
-                   ? n <= cc
-                   : n / 10 == rt->cc_major && n <= cc &&
-                         (sfx != 'a' || n == cc);
+    /* Arch-specific code (sm_90a, compute_90a) runs on exactly its own
+     * capability, as PTX or as a cubin. */
+    int runs = (sfx != 'a' || n == cc) &&
+               (kind == KDT_PAYLOAD_PTX ? n <= cc
+                                        : n / 10 == rt->cc_major && n <= cc);
     if (!runs)
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: target %s does not run on device %d (%s): a "
-                        "cubin must be sm_%d0..sm_%d (sm_%da only as "
-                        "itself), PTX compute_XY with XY <= %d",
+                        "cubin must be sm_%d0..sm_%d, PTX compute_XY with XY "
+                        "<= %d (sm_%da and compute_%da only as themselves)",
                         fn, target, rt->ordinal, rt->arch, rt->cc_major, cc,
-                        cc, cc);
+                        cc, cc, cc);
     snprintf(rt->target, sizeof rt->target, "%s", target);
     rt->kind = kind;
     atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
