@@ -111,8 +111,10 @@ def c_reference(name):
         return None
     out = os.path.join(tempfile.mkdtemp(prefix="kdtree-ref."), name + ".so")
     atexit.register(shutil.rmtree, os.path.dirname(out), True)
+    # ref/ddtree.h takes its limits from kernels_src/kdt_limits.h
     p = subprocess.run([cc, "-O2", "-std=gnu11", "-shared", "-fPIC", "-I",
-                        SRC_ROOT, "-o", out, src, "-lm"],
+                        SRC_ROOT, "-I", os.path.join(SRC_ROOT, "kernels_src"),
+                        "-o", out, src, "-lm"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
     if p.returncode != 0:

@@ -22,7 +22,7 @@ for h in "$top"/kernels_src/*.h "$top"/kernels_src/*.cuh; do
     case ${h##*/} in verify_attn* | kdt_mma.cuh | kdt_attn_tiles.h) continue ;; esac
     sh "$here/prep.sh" "$h" "$tmp/${h##*/}"
 done
-gcc -O2 -I"$top" -c "$top/ref/ddtree.c" -o "$tmp/ref.o"
+gcc -O2 -I"$top" -I"$top/kernels_src" -c "$top/ref/ddtree.c" -o "$tmp/ref.o"
 build() { # test.cc out -D...
     src=$1 out=$2
     shift 2
