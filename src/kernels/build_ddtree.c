@@ -15,16 +15,6 @@
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
-/* The launch's shape: the kernel's plan (kdt_build_ddtree_plan.h), which
- * the kernel reads at compile time. */
-#define BD_THREADS KDT_BD_THREADS
-
-static unsigned
-bd_smem_bytes(int64_t L, int64_t K, int64_t n_max)
-{
-    return (unsigned)kdt_bd_smem_bytes(L, K, n_max);
-}
-
 static int
 bd_check(const int64_t *vals)
 {
@@ -96,7 +86,7 @@ kdtree_build_ddtree(kdtree_runtime *rt, const kdtree_tree *tree,
     /* The lock-free lookup first; a miss loads (or compiles) the shape. */
     if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals)))
         return st;
-    unsigned smem = bd_smem_bytes(L, k, n_max);
+    unsigned smem = (unsigned)kdt_bd_smem_bytes(L, k, n_max);
     if ((int64_t)smem > m->max_dynamic_smem)
         return kdt_fail(KDTREE_ERROR_SHAPE,
                         "%s: L=%d, K=%d, N_MAX=%d need %u bytes of shared "
@@ -121,5 +111,5 @@ kdtree_build_ddtree(kdtree_runtime *rt, const kdtree_tree *tree,
         .n_requests = tree->n_requests,
     };
     return kdt_launch(rt, m->fn[0], (unsigned)tree->n_requests, 1, 1,
-                      BD_THREADS, smem, stream, &p);
+                      KDT_BD_THREADS, smem, stream, &p);
 }

@@ -15,11 +15,6 @@
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
-/* The launch's shape: the kernel's plan (kdt_draft_topk_plan.h), which
- * the kernel is built for. */
-#define DT_THREADS KDT_DT_THREADS
-#define DT_SMEM KDT_DT_SMEM
-
 static int
 dt_check(const int64_t *vals)
 {
@@ -101,11 +96,11 @@ kdtree_draft_topk(kdtree_runtime *rt, const kdtree_draft *draft,
     /* The lock-free lookup first; a miss loads (or compiles) the shape. */
     if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_DRAFT_TOPK, vals)))
         return st;
-    if (m->max_dynamic_smem < DT_SMEM)
+    if (m->max_dynamic_smem < KDT_DT_SMEM)
         return kdt_fail(KDTREE_ERROR_SHAPE,
                         "%s: needs %d bytes of shared memory per block; this "
                         "device allows %d",
-                        fn, DT_SMEM, m->max_dynamic_smem);
+                        fn, KDT_DT_SMEM, m->max_dynamic_smem);
     kdt_draft_topk_params p = {
         .logits = (const void *)(uintptr_t)logits,
         .lp = (float *)(uintptr_t)draft->lp,
@@ -114,5 +109,5 @@ kdtree_draft_topk(kdtree_runtime *rt, const kdtree_draft *draft,
     };
     unsigned split = dt_split(rt, (int32_t)rows, vocab, draft->k);
     return kdt_launch_cluster(rt, m->fn[0], (unsigned)rows * split, split,
-                              DT_THREADS, DT_SMEM, stream, &p);
+                              KDT_DT_THREADS, KDT_DT_SMEM, stream, &p);
 }

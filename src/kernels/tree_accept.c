@@ -15,9 +15,6 @@
 #include "runtime/runtime.h"
 #include "base/validate.h"
 
-/* Requests per block: the kernel's plan (kdt_tree_accept_plan.h). */
-#define TA_THREADS KDT_TA_THREADS
-
 static const char *const ta_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "kdt_math.cuh",
                                          "kdt_tree_accept_plan.h", NULL};
@@ -86,6 +83,6 @@ kdtree_tree_accept(kdtree_runtime *rt, const kdtree_accept *acc,
         .n_requests = tree->n_requests,
     };
     unsigned grid =
-        (unsigned)((tree->n_requests + TA_THREADS - 1) / TA_THREADS);
-    return kdt_launch(rt, m->fn[0], grid, 1, 1, TA_THREADS, 0, stream, &p);
+        (unsigned)((tree->n_requests + KDT_TA_THREADS - 1) / KDT_TA_THREADS);
+    return kdt_launch(rt, m->fn[0], grid, 1, 1, KDT_TA_THREADS, 0, stream, &p);
 }
