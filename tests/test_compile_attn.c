@@ -83,9 +83,20 @@ START_TEST(split_rule)
     ck_assert_uint_eq(ws(&h200, 1, 128, 65, 64, 600), 0);
     /* a short cache allows few splits: at least 4 tiles of 64 tokens a
      * split on Hopper (8 of 32 elsewhere), so 3 pages of 64 tokens make
-     * one split at most, and 8 pages two */
+     * one split at most; 8 pages would allow two, but the merge's launch
+     * costs more (about four tiles) than halving 8 tiles saves; 16 pages
+     * split 4 ways (4 tiles each) */
     ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 3), 0);
-    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 8), 2ull * 65 * 8 * 513 * 4);
+    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 8), 0);
+    ck_assert_uint_eq(ws(&h200, 1, 8, 65, 64, 16), 4ull * 65 * 8 * 513 * 4);
+    /* the partials' traffic counts: 17 row tiles over 66 pages split
+     * 6 ways (102 blocks, one wave), not the 15 (two waves) that filled
+     * the most SMs, whose 15.9k partial rows outweighed the gain */
+    ck_assert_uint_eq(ws(&h200, 1, 16, 65, 64, 66),
+                      6ull * 65 * 16 * 513 * 4);
+    /* eight requests of 9 row tiles at 4k: 3 ways (216 blocks) */
+    ck_assert_uint_eq(ws(&h200, 8, 8, 65, 64, 66),
+                      3ull * 8 * 65 * 8 * 513 * 4);
     ck_assert_uint_eq(ws(&rtx, 1, 8, 65, 64, 2), 0);
     /* the same shape on another device may split differently, but always
      * the same way for the same device */

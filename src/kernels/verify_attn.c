@@ -25,6 +25,7 @@
 #include "runtime/runtime.h"
 #include "base/validate.h"
 #include "cuda/nvrtc.h"
+#include "kernels/verify_attn_splits.h"
 
 /* Test hook: when > 0, the split count every later call uses (tests force
  * the split and unsplit paths whatever the GPU).  0 = the rule below. */
@@ -69,7 +70,7 @@ typedef struct va_geom {
     int threads;
     int smem;        /* dynamic shared memory per block */
     int by_regs;     /* blocks an SM's registers hold */
-    int min_tiles;   /* KV tiles a split covers at least */
+    const kdt_va_split_costs *costs; /* the split rule's constants */
 } va_geom;
 
 static va_geom
@@ -81,14 +82,11 @@ va_geometry(const kdtree_runtime *rt)
     char sfx = '\0';
     if (kdt_target_parse(kdt_runtime_target(rt), &kind, &sfx) == 90 &&
         sfx == 'a')
-        /* at least 4 tiles (256 tokens) a split: each split reloads the
-         * 72 KB Q tile and writes a 128 KB partial O */
         return (va_geom){KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, KDT_ATTN_WG_THREADS,
-                         KDT_ATTN_WG_SMEM, 1, 4};
-    /* one block an SM (8 warps of 255 registers fill the register
-     * file); at least 8 tiles (256 tokens) a split */
+                         KDT_ATTN_WG_SMEM, 1, &kdt_va_costs_wgmma};
+    /* one block an SM (8 warps of 255 registers fill the register file) */
     return (va_geom){KDT_ATTN_BM, KDT_ATTN_BN, KDT_ATTN_THREADS,
-                     KDT_ATTN_SMEM, 1, 8};
+                     KDT_ATTN_SMEM, 1, &kdt_va_costs_mma};
 }
 
 /* Blocks of the attention kernel that one SM runs at a time: what the
@@ -103,15 +101,9 @@ blocks_per_sm(const kdtree_runtime *rt, const va_geom *g)
     return n > 0 ? n : 1;
 }
 
-/*
- * The KV split count S.  base = (row tiles) x (requests) blocks fill
- * base / (SMs x blocks per SM) of one wave; S splits make ceil(base * S /
- * slots) waves of 1/S the work each.  Take the fewest splits within 5% of
- * the best waves/S over 1..64 (each split costs a partial write and the
- * merge, so ties go to fewer), with at least min_tiles KV tiles per split
- * at the cache's capacity.  Depends only on the arguments and the device:
- * a workspace sized once fits every round.
- */
+/* The KV split count S (kernels/verify_attn_splits.h): from the
+ * arguments and the device only, so a workspace sized once fits every
+ * round. */
 static int
 va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
           int64_t cap)
@@ -119,26 +111,10 @@ va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
     if (kdt_verify_attn_splits_override > 0)
         return kdt_verify_attn_splits_override;
     va_geom g = va_geometry(rt);
-    int64_t base = ((int64_t)n_max * H + g.bm - 1) / g.bm * (int64_t)R;
     int64_t slots = (int64_t)(rt->sm_count > 0 ? rt->sm_count : 1) *
                     blocks_per_sm(rt, &g);
-    int64_t cap_tiles = (cap + g.bn - 1) / g.bn;
-    int64_t smax = cap_tiles / g.min_tiles;
-    if (smax > KDT_ATTN_MAX_SPLITS)
-        smax = KDT_ATTN_MAX_SPLITS;
-    if (smax < 1)
-        smax = 1;
-    double cost[KDT_ATTN_MAX_SPLITS + 1], best = INFINITY;
-    for (int s = 1; s <= smax; s++) {
-        int64_t waves = (base * s + slots - 1) / slots;
-        cost[s] = (double)waves / s;
-        if (cost[s] < best)
-            best = cost[s];
-    }
-    for (int s = 1; s <= smax; s++)
-        if (cost[s] <= best * 1.05)
-            return s;
-    return 1;
+    return kdt_va_pick_splits(g.costs, R, n_max, H, cap, slots,
+                              KDT_ATTN_MAX_SPLITS);
 }
 
 static uint64_t

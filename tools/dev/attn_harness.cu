@@ -14,8 +14,8 @@
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
  *
- * SPLITS 0 means "what the library would pick" (same rule as
- * src/kernels/verify_attn.c, repeated here).
+ * SPLITS 0 means "what the library would pick" (the rule of
+ * src/kernels/verify_attn_splits.h).
  */
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +33,7 @@
 #define KNAME "lib"
 #endif
 #include "ref/verify_attn.h"
+#include "src/kernels/verify_attn_splits.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
@@ -40,30 +41,15 @@
 
 static int sm_count, smem_optin;
 
-/* The library's rule (src/kernels/verify_attn.c): fewest splits within 5% of
- * the best waves-per-split over 1..64, at least 8 KV tiles per split (4
- * for the wgmma body), one block an SM. */
+/* The library's rule, from the header the launcher reads; one block an
+ * SM (both bodies) */
 static int
 pick_splits(int R, int64_t cap)
 {
-    int64_t base = (int64_t)((ROWS + BM - 1) / BM) * R;
-    int bps = std::min(1, (smem_optin + 1024) / (SMEM_BYTES + 1024));
-    int64_t slots = (int64_t)sm_count * std::max(bps, 1);
-    int64_t cap_tiles = (cap + BN - 1) / BN;
-    const int min_tiles = KDT_ATTN_WGMMA ? 4 : 8;
-    int smax = (int)std::min<int64_t>(KDT_ATTN_MAX_SPLITS,
-                                      std::max<int64_t>(1, cap_tiles / min_tiles));
-    double best = 1e30;
-    std::vector<double> cost(smax + 1);
-    for (int s = 1; s <= smax; ++s) {
-        int64_t waves = (base * s + slots - 1) / slots;
-        cost[s] = (double)waves / s;
-        best = std::min(best, cost[s]);
-    }
-    for (int s = 1; s <= smax; ++s)
-        if (cost[s] <= best * 1.05)
-            return s;
-    return 1;
+    return kdt_va_pick_splits(KDT_ATTN_WGMMA ? &kdt_va_costs_wgmma
+                                             : &kdt_va_costs_mma,
+                              R, N_MAX, H, cap, sm_count,
+                              KDT_ATTN_MAX_SPLITS);
 }
 
 struct Problem {

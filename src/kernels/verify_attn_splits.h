@@ -1,0 +1,85 @@
+/*
+ * kernels/verify_attn_splits.h: how many ways verify_attn splits the KV
+ * range (docs/contract.md §3, "Workspace and splits").  One rule, read by
+ * the launcher (src/kernels/verify_attn.c) and by the standalone nvcc
+ * harness (tools/dev/attn_harness.cu), so what the harness times as "the
+ * library's choice" is the library's choice.  Plain C, header-only.
+ *
+ * The cost of S splits, in units of one KV tile of one block:
+ *
+ *   waves(S) * ceil(tiles / S)                  the attention kernel
+ *   + row_cost * S * R * row_tiles * BM         the f32 partials written
+ *                                               and read back by the merge
+ *   + split_cost                                the merge launch (S > 1)
+ *
+ * where waves(S) = ceil(row_tiles * R * S / slots).  The two constants
+ * were fitted (tools/dev/attn_splits_fit.py: least squares on relative
+ * error, 5% rms) to a sweep of every split count at 32 shapes on the
+ * H200 (tools/dev/attn_splits_sweep.sh; docs/performance.md, seventh
+ * session); what they say is that a partial row costs about 1/1160 of a
+ * tile (wgmma body) and the merge about four tiles.  The waves-only rule
+ * before them split a 17-row-tile, 4k-token shape 15 ways (2 waves and
+ * 16.3k partial rows) where 6 or 7 ways is 1.36x
+ * faster.  The fewest splits within 2% of the cheapest win (fewer splits,
+ * less workspace).
+ */
+#ifndef KDT_VERIFY_ATTN_SPLITS_H
+#define KDT_VERIFY_ATTN_SPLITS_H
+
+#include <stdint.h>
+
+#include "kdt_attn_tiles.h"
+
+typedef struct kdt_va_split_costs {
+    int bm, bn;         /* folded rows a block, tokens a KV tile */
+    int min_tiles;      /* KV tiles a split covers at least */
+    double row_cost;    /* a partial row written and merged, in tiles */
+    double split_cost;  /* the merge kernel's launch, in tiles */
+} kdt_va_split_costs;
+
+/* The wgmma body (sm_90a): 64 x 64 tiles; a split reloads the 72 KB Q
+ * tile, so at least 4 tiles (256 tokens) a split. */
+static const kdt_va_split_costs kdt_va_costs_wgmma = {
+    KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, 4, 8.6e-4, 4.3};
+/* The mma.sync body: 64 rows x 32 tokens; at least 8 tiles a split. */
+static const kdt_va_split_costs kdt_va_costs_mma = {
+    KDT_ATTN_BM, KDT_ATTN_BN, 8, 6.6e-4, 3.8};
+
+/* S in 1..max_splits for R requests of n_max * H folded rows, a cache of
+ * `cap` tokens (max_pages * page_size: never the device-side past_len,
+ * so one workspace size serves every round), on `slots` resident blocks
+ * (SMs x blocks an SM). */
+static inline int
+kdt_va_pick_splits(const kdt_va_split_costs *c, int64_t R, int64_t n_max,
+                   int64_t H, int64_t cap, int64_t slots, int max_splits)
+{
+    const int64_t row_tiles = (n_max * H + c->bm - 1) / c->bm;
+    const int64_t tiles = (cap + c->bn - 1) / c->bn;
+    int64_t smax = tiles / c->min_tiles;
+    if (smax > max_splits)
+        smax = max_splits;
+    if (smax < 1)
+        smax = 1;
+    if (slots < 1)
+        slots = 1;
+    double best = 0;
+    int pick = 1;
+    /* two passes: the cheapest cost, then the fewest splits near it */
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t s = 1; s <= smax; s++) {
+            const int64_t waves = (row_tiles * R * s + slots - 1) / slots;
+            double cost = (double)waves * (double)((tiles + s - 1) / s);
+            if (s > 1)
+                cost += c->row_cost * (double)(s * R * row_tiles * c->bm) +
+                        c->split_cost;
+            if (pass == 0 && (s == 1 || cost < best))
+                best = cost;
+            if (pass == 1 && cost <= best * 1.02) {
+                pick = (int)s;
+                break;
+            }
+        }
+    return pick;
+}
+
+#endif /* KDT_VERIFY_ATTN_SPLITS_H */
