@@ -21,15 +21,17 @@
  *    per-row rescale factor into shared memory, then O[:, 0:256] += P V.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
  *    stage; the block-table entries a tile before that), then
- *    O[:, 256:512] += P V once P is published.
+ *    O[:, 256:512] += P V once P is published, publishing the next tile
+ *    while that PV runs (so WG0's S of it queues behind the PV).
  * Phases: load_q_and_first_tile; per tile, WG0's qk_issue (S), mask_tail
- * and softmax_to_p, pv_step, and WG1's kv_rows / load_kv_tile, pv_step;
- * then the epilogue (row sums, LSE, normalised O).
+ * and softmax_to_p, pv_issue / pv_finish, and WG1's kv_rows /
+ * load_kv_tile, pv_issue / pv_finish; then the epilogue (row sums, LSE,
+ * normalised O).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
  * that fit beside Q) and what was tried: docs/performance.md,
- * verify_attn history, fifth session.
+ * verify_attn history (fifth to seventh sessions).
  *
  * Shared memory (one 1024-byte-aligned base): Q 64 x 576 bf16, two KV
  * stages of 64 x 576, P 64 x 64, alpha[64], l[64].  Every operand tile is
@@ -467,11 +469,12 @@ softmax_to_p(float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
 
 /* Phase 2c (both warpgroups): O[:, this warpgroup's 256 columns] = alpha
  * O + P V for the V columns `voff` bytes into the ring (`dv0`: the ring
- * as V), waited to completion (an accumulator carried around the loop
- * in flight serialises every wgmma). */
+ * as V).  pv_issue starts it; pv_finish waits for it (it must be done
+ * within the loop's iteration: an accumulator carried around the loop in
+ * flight serialises every wgmma). */
 static __device__ __forceinline__ void
-pv_step(float (&o)[128], float a0, float a1, uint64_t dp, uint64_t dv0,
-        uint32_t voff)
+pv_issue(float (&o)[128], float a0, float a1, uint64_t dp, uint64_t dv0,
+         uint32_t voff)
 {
     rescale(o, a0, a1);
     pin(o);
@@ -481,6 +484,11 @@ pv_step(float (&o)[128], float a0, float a1, uint64_t dp, uint64_t dv0,
         wg_mma_pv(o, desc_add(dp, ks * 32),
                   desc_add(dv0, voff + ks * 2048));
     wg_commit();
+}
+
+static __device__ __forceinline__ void
+pv_finish(float (&o)[128])
+{
     wg_wait<0>();
     pin(o);
 }
@@ -572,8 +580,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             proxy_fence();
             bar_arrive(BAR_PFULL);
 
-            pv_step(o, alpha[0], alpha[1], dp, dv0,
-                    st * TILE_BYTES + vcol);
+            pv_issue(o, alpha[0], alpha[1], dp, dv0,
+                     st * TILE_BYTES + vcol);
+            pv_finish(o);
             bar_arrive(BAR_KEMPTY + st);
         }
         if (t1 > t0)
@@ -592,14 +601,17 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             kv_rows(rows, wtid, t + 2, total, bt);
 
             bar_sync(BAR_PFULL);
-            pv_step(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
-                    st * TILE_BYTES + vcol);
-            bar_arrive(BAR_PEMPTY);
+            pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
+                     st * TILE_BYTES + vcol);
+            /* tile t+1 is published while this PV runs, so WG0's S of it
+             * queues behind the PV instead of waiting for its end */
             if (t + 1 < t1) {
                 kdt_cp_async_wait<0>();
                 proxy_fence();
                 bar_arrive(BAR_KFULL + nb);
             }
+            pv_finish(o);
+            bar_arrive(BAR_PEMPTY);
         }
         if (t1 > t0)
             bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
