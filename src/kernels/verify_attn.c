@@ -66,11 +66,12 @@ const kdt_kernel_def kdt_def_verify_attn = {
  * target, so the host and the compiled kernel always agree.
  */
 typedef struct va_geom {
-    int bm, bn;      /* folded rows per block, tokens per KV tile */
     int threads;
     int smem;        /* dynamic shared memory per block */
     int by_regs;     /* blocks an SM's registers hold */
-    const kdt_va_split_costs *costs; /* the split rule's constants */
+    /* the tile shape (folded rows a block, tokens a KV tile) and the
+     * split rule's constants */
+    const kdt_va_split_costs *costs;
 } va_geom;
 
 static va_geom
@@ -82,11 +83,10 @@ va_geometry(const kdtree_runtime *rt)
     char sfx = '\0';
     if (kdt_target_parse(kdt_runtime_target(rt), &kind, &sfx) == 90 &&
         sfx == 'a')
-        return (va_geom){KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, KDT_ATTN_WG_THREADS,
-                         KDT_ATTN_WG_SMEM, 1, &kdt_va_costs_wgmma};
+        return (va_geom){KDT_ATTN_WG_THREADS, KDT_ATTN_WG_SMEM, 1,
+                         &kdt_va_costs_wgmma};
     /* one block an SM (8 warps of 255 registers fill the register file) */
-    return (va_geom){KDT_ATTN_BM, KDT_ATTN_BN, KDT_ATTN_THREADS,
-                     KDT_ATTN_SMEM, 1, &kdt_va_costs_mma};
+    return (va_geom){KDT_ATTN_THREADS, KDT_ATTN_SMEM, 1, &kdt_va_costs_mma};
 }
 
 /* Blocks of the attention kernel that one SM runs at a time: what the
@@ -113,8 +113,7 @@ va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
     va_geom g = va_geometry(rt);
     int64_t slots = (int64_t)(rt->sm_count > 0 ? rt->sm_count : 1) *
                     blocks_per_sm(rt, &g);
-    return kdt_va_pick_splits(g.costs, R, n_max, H, cap, slots,
-                              KDT_ATTN_MAX_SPLITS);
+    return kdt_va_pick_splits(g.costs, R, n_max, H, cap, slots);
 }
 
 static uint64_t
@@ -240,7 +239,8 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
         .scale = attn->scale,
     };
     int64_t rows = (int64_t)n_max * H;
-    unsigned tiles = (unsigned)((rows + g.bm - 1) / g.bm);
+    const int bm = g.costs->bm;
+    unsigned tiles = (unsigned)((rows + bm - 1) / bm);
     st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits, (unsigned)R,
                     (unsigned)g.threads, (unsigned)g.smem, stream, &p);
     if (st || splits == 1)

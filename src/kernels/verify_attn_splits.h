@@ -45,40 +45,36 @@ static const kdt_va_split_costs kdt_va_costs_wgmma = {
 static const kdt_va_split_costs kdt_va_costs_mma = {
     KDT_ATTN_BM, KDT_ATTN_BN, 8, 6.6e-4, 3.8};
 
-/* S in 1..max_splits for R requests of n_max * H folded rows, a cache of
- * `cap` tokens (max_pages * page_size: never the device-side past_len,
- * so one workspace size serves every round), on `slots` resident blocks
- * (SMs x blocks an SM). */
+/* S in 1..KDT_ATTN_MAX_SPLITS for R requests of n_max * H folded rows, a
+ * cache of `cap` tokens (max_pages * page_size: never the device-side
+ * past_len, so one workspace size serves every round), on `slots`
+ * resident blocks (SMs x blocks an SM). */
 static inline int
 kdt_va_pick_splits(const kdt_va_split_costs *c, int64_t R, int64_t n_max,
-                   int64_t H, int64_t cap, int64_t slots, int max_splits)
+                   int64_t H, int64_t cap, int64_t slots)
 {
     const int64_t row_tiles = (n_max * H + c->bm - 1) / c->bm;
     const int64_t tiles = (cap + c->bn - 1) / c->bn;
     int64_t smax = tiles / c->min_tiles;
-    if (smax > max_splits)
-        smax = max_splits;
+    if (smax > KDT_ATTN_MAX_SPLITS)
+        smax = KDT_ATTN_MAX_SPLITS;
     if (smax < 1)
         smax = 1;
     if (slots < 1)
         slots = 1;
-    double best = 0;
+    double cost[KDT_ATTN_MAX_SPLITS + 1], best = 0;
+    for (int64_t s = 1; s <= smax; s++) {
+        const int64_t waves = (row_tiles * R * s + slots - 1) / slots;
+        cost[s] = (double)waves * (double)((tiles + s - 1) / s);
+        if (s > 1)
+            cost[s] += c->row_cost * (double)(s * R * row_tiles * c->bm) +
+                       c->split_cost;
+        if (s == 1 || cost[s] < best)
+            best = cost[s];
+    }
     int pick = 1;
-    /* two passes: the cheapest cost, then the fewest splits near it */
-    for (int pass = 0; pass < 2; pass++)
-        for (int64_t s = 1; s <= smax; s++) {
-            const int64_t waves = (row_tiles * R * s + slots - 1) / slots;
-            double cost = (double)waves * (double)((tiles + s - 1) / s);
-            if (s > 1)
-                cost += c->row_cost * (double)(s * R * row_tiles * c->bm) +
-                        c->split_cost;
-            if (pass == 0 && (s == 1 || cost < best))
-                best = cost;
-            if (pass == 1 && cost <= best * 1.02) {
-                pick = (int)s;
-                break;
-            }
-        }
+    while (cost[pick] > best * 1.02) /* the fewest splits near the best */
+        pick++;
     return pick;
 }
 

@@ -39,7 +39,7 @@
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
             cudaGetErrorString(e_)); exit(2); } } while (0)
 
-static int sm_count, smem_optin;
+static int sm_count;
 
 /* The library's rule, from the header the launcher reads; one block an
  * SM (both bodies) */
@@ -48,8 +48,7 @@ pick_splits(int R, int64_t cap)
 {
     return kdt_va_pick_splits(KDT_ATTN_WGMMA ? &kdt_va_costs_wgmma
                                              : &kdt_va_costs_mma,
-                              R, N_MAX, H, cap, sm_count,
-                              KDT_ATTN_MAX_SPLITS);
+                              R, N_MAX, H, cap, sm_count);
 }
 
 struct Problem {
@@ -277,8 +276,6 @@ int
 main(int argc, char **argv)
 {
     CK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
-    CK(cudaDeviceGetAttribute(&smem_optin,
-                              cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     CK(cudaFuncSetAttribute(kdt_verify_attn,
                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                             SMEM_BYTES));

@@ -2,7 +2,9 @@
 """attn_splits_fit.py BENCH_LOG [--wgmma|--mma]: fits the split rule's
 constants (src/kernels/verify_attn_splits.h) to a sweep of
 tools/dev/attn_splits_sweep.sh, and prints, for every case, the split
-count the fitted rule picks against the sweep's fastest.
+count the sweep's build of the rule picked (its SPLITS 0 line) against
+the fastest.  To judge new constants, put them in the header and sweep
+again: the rule itself lives there only.
 
 The model, in units of one KV tile of one block:
     time = tile * (waves * tiles_per_split + r * partial_rows + k * [S > 1])
@@ -17,7 +19,7 @@ import numpy as np
 
 SMS = 132
 wg = "--mma" not in sys.argv
-BM, BN, MIN_TILES = (64, 64, 4) if wg else (64, 32, 8)
+BM, BN = (64, 64) if wg else (64, 32)
 
 cases = {}
 for line in open(sys.argv[1]):
@@ -50,14 +52,7 @@ print("tile %.3f us  r %.2e tiles a partial row  k %.2f tiles  "
       "rms rel err %.3f" % (tile, r, k, math.sqrt(np.mean(err ** 2))))
 for (h, n, rq, past), pts in cases.items():
     meas = dict(pts[1:])
-    smax = max(1, min(64, -(-(past + n) // BN) // MIN_TILES))
-    cost = {s: np.dot(terms(h, n, rq, past, s), (1, r, k))
-            for s in range(1, smax + 1)}
-    best = min(cost.values())
-    pick = min(s for s in cost if cost[s] <= best * 1.02)
-    near = min(meas, key=lambda s: abs(s - pick))
     fast = min(meas, key=meas.get)
-    print("H=%d N=%d R=%d past=%d: picks %d (%.1f us at %d), fastest %d "
-          "(%.1f us), rule of the run %d (%.1f us)"
-          % (h, n, rq, past, pick, meas[near], near, fast, meas[fast],
-             pts[0][0], pts[0][1]))
+    print("H=%d N=%d R=%d past=%d: the rule picked %d (%.1f us), fastest %d "
+          "(%.1f us)" % (h, n, rq, past, pts[0][0], pts[0][1], fast,
+                         meas[fast]))
