@@ -489,10 +489,14 @@ START_TEST(test_queue_is_bounded)
         snprintf(name, sizeof name, "k%d", i);
         ct_preimage(&p[i], name, TARGET, &key[i]);
     }
-    /* The first publish holds the worker up... */
+    /* The first publish holds the worker up, parked at the gate before
+     * the rest are stored (a worker that took it off the queue only
+     * later would free a slot midway, and a later store would be queued
+     * instead of published by its caller)... */
     hold_publish();
     kdt_cache_item it = {&key[0], p[0].text, p[0].len, &b};
     ck_assert_int_eq(kdt_cache_store_async(&it, 1, NULL), 0);
+    wait_parked();
     unsetenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
     /* ...while the rest are stored: the queue fills, then the callers
      * publish themselves. */
