@@ -33,13 +33,11 @@
 #define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_THREADS * 2 * KDT_ATTN_BN + 4 * (16 * KDT_ATTN_BN * 2 + 256) + KDT_ATTN_BM * 4)
 /* The sm_90a body (verify_attn_wgmma.cuh): Hopper's wgmma, two
  * warpgroups, the whole 64-row Q tile and two 64-token KV tiles resident
- * in shared memory: Q 73,728 (its k_pe block later holds P1) + KV 2 x
- * 73,728 + P0 8,192 + the running maxima and both warpgroups' row sums
- * 768 + an mbarrier a 64-column block of each stage 144 + 1,024 of
- * alignment slack = 231,312 B, under
- * Hopper's 232,448-byte per-block limit.  KDT_ATTN_WGMMA is 1 exactly
- * when NVRTC (or nvcc) compiles device code for sm_90a; the host reads
- * both geometries and picks by the runtime's target. */
+ * in shared memory: Q 73,728 + KV 2 x 73,728 + P 8,192 + alpha and l
+ * 512 + 1,024 of alignment slack = 230,912 B, under Hopper's 232,448-byte
+ * per-block limit.  KDT_ATTN_WGMMA is 1 exactly when NVRTC (or nvcc)
+ * compiles device code for sm_90a; the host reads both geometries and
+ * picks by the runtime's target. */
 #ifndef KDT_ATTN_WGMMA /* given only by nvcc harnesses: their host pass
                         * sees no target feature macro */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -51,7 +49,7 @@
 #define KDT_ATTN_WG_BM 64
 #define KDT_ATTN_WG_BN 64
 #define KDT_ATTN_WG_THREADS 256
-#define KDT_ATTN_WG_SMEM (KDT_ATTN_WG_BM * KDT_ATTN_D_QK * 2 + 2 * KDT_ATTN_WG_BN * KDT_ATTN_D_QK * 2 + KDT_ATTN_WG_BM * KDT_ATTN_WG_BN * 2 + 3 * KDT_ATTN_WG_BM * 4 + 2 * KDT_ATTN_D_QK / 64 * 8 + 1024)
+#define KDT_ATTN_WG_SMEM (KDT_ATTN_WG_BM * KDT_ATTN_D_QK * 2 + 2 * KDT_ATTN_WG_BN * KDT_ATTN_D_QK * 2 + KDT_ATTN_WG_BM * KDT_ATTN_WG_BN * 2 + 2 * KDT_ATTN_WG_BM * 4 + 1024)
 /* V's descriptor (MN-major, 128-byte swizzle): the leading offset steps
  * 64 V columns (one 64-column block of a KV tile), the stride offset 8
  * tokens. */
