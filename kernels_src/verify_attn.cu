@@ -52,7 +52,9 @@
  * When there are too few (request, row tile) pairs to fill the GPU the host
  * splits the KV range (gridDim.y splits); each split writes its normalised
  * partial O (f32) and log2-sum-exp to the workspace, and
- * kdt_verify_attn_merge combines them by their LSE.
+ * kdt_verify_attn_merge combines them by their LSE.  The wgmma body can
+ * instead run a row tile's splits as one thread-block cluster and merge
+ * them there, through distributed shared memory (its cluster_merge).
  */
 #include "kdt_limits.h"
 #include "kdt_params.h"
@@ -87,11 +89,13 @@ struct va_block {
 };
 
 /* Fills `b` for this block.  False when its rows are all padding: then,
- * unsplit, it has written their o = 0 and lse = -inf (split, the merge
- * kernel writes them), and the block has nothing else to do. */
+ * unsplit or as split 0 of a cluster (`clustered`: the wgmma body's
+ * in-cluster merge), it has written their o = 0 and lse = -inf (split
+ * through the workspace, the merge kernel writes them), and the block has
+ * nothing else to do. */
 template <int BM_, int BN_, int NT_>
 static __device__ __forceinline__ bool
-va_block_begin(va_block &b, const kdt_verify_attn_params &p)
+va_block_begin(va_block &b, const kdt_verify_attn_params &p, bool clustered)
 {
     const int cap = p.max_pages * PAGE;
     b.r = blockIdx.z;
@@ -104,7 +108,7 @@ va_block_begin(va_block &b, const kdt_verify_attn_params &p)
     b.m0 = blockIdx.x * BM_;
     b.req_row0 = (int64_t)b.r * ROWS;
     if (b.m0 >= b.valid_rows) {
-        if (b.nsplit == 1) {
+        if (b.nsplit == 1 || (clustered && b.split == 0)) {
             const int rows = min(BM_, ROWS - b.m0);
             uint4 *o4 = (uint4 *)(p.o + (b.req_row0 + b.m0) * D_V);
             for (int i = threadIdx.x; i < rows * D_V / 8; i += NT_)
@@ -174,6 +178,18 @@ va_put(const va_out &d, int col, float x0, float x1)
         *(float2 *)(d.ws + col) = make_float2(x0 * d.inv, x1 * d.inv);
     else
         *(uint32_t *)(d.o + col) = kdt_pack_bf16x2(x0 * d.inv, x1 * d.inv);
+}
+
+/* One split's share of a merged row (the merge kernel's, and the wgmma
+ * body's in-cluster merge): its partial v weighted by 2^(ls - mx), 0 for
+ * a split that saw nothing of the row (ls = -inf), into acc and wsum. */
+static __device__ __forceinline__ void
+va_merge_add(float4 &acc, float &wsum, float ls, float mx, const float4 &v)
+{
+    const float w = ls == kdt_neg_inf() ? 0.f : kdt_exp2(ls - mx);
+    wsum += w;
+    acc.x += w * v.x; acc.y += w * v.y;
+    acc.z += w * v.z; acc.w += w * v.w;
 }
 
 #if KDT_ATTN_WGMMA
@@ -455,7 +471,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     va_block b;
-    if (!va_block_begin<BM, BN, NTHREADS>(b, p))
+    if (!va_block_begin<BM, BN, NTHREADS>(b, p, false))
         return;
     const int t0 = b.t0, t1 = b.t1;
 
@@ -599,13 +615,8 @@ kdt_verify_attn_merge(const kdt_verify_attn_params p)
 #pragma unroll 4
     for (int s = 0; s < nsplit; ++s) {
         const int64_t srow = ((int64_t)s * R + r) * ROWS + m;
-        const float ls = ws_lse[srow];
-        const float4 v = ((const float4 *)(p.workspace + srow * D_V))[tid];
-        /* a split that saw nothing of the row has lse -inf: weight 0 */
-        const float w = ls == kdt_neg_inf() ? 0.f : kdt_exp2(ls - mx);
-        wsum += w;
-        acc.x += w * v.x; acc.y += w * v.y;
-        acc.z += w * v.z; acc.w += w * v.w;
+        va_merge_add(acc, wsum, ws_lse[srow], mx,
+                     ((const float4 *)(p.workspace + srow * D_V))[tid]);
     }
     const float inv = 1.f / wsum;
     *dst = make_uint2(kdt_pack_bf16x2(acc.x * inv, acc.y * inv),

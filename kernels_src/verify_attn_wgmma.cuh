@@ -26,7 +26,9 @@
  * Phases: load_q_and_first_tile; per tile, WG0's qk_issue (S), mask_tail
  * and softmax_to_p, pv_issue / pv_finish, and WG1's kv_rows /
  * load_kv_tile, pv_issue / pv_finish; then the epilogue (row sums, LSE,
- * normalised O).
+ * normalised O), or, when the row tile's splits were launched as one
+ * cluster, cluster_merge (the splits merged through distributed shared
+ * memory: no workspace, no merge kernel).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
@@ -255,6 +257,61 @@ wg_mma_pv(float (&d)[128], uint64_t da, uint64_t db)
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
         "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(da), "l"(db));
+}
+
+/* Thread block clusters (a row tile's splits launched as one cluster of
+ * dims (1, S, 1)): its size and this block's rank, the cluster-wide
+ * barrier (release / acquire), and loads from another block's shared
+ * memory at the same offset (mapa: its address in the cluster window). */
+static __device__ __forceinline__ uint32_t
+cluster_size(void)
+{
+    uint32_t n;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    return n;
+}
+
+static __device__ __forceinline__ uint32_t
+cluster_rank(void)
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+static __device__ __forceinline__ void
+cluster_sync(void)
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ uint32_t
+cluster_addr(uint32_t addr, uint32_t rank)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(a) : "r"(addr), "r"(rank));
+    return a;
+}
+
+static __device__ __forceinline__ float
+cluster_ld(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a)
+                 : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ float4
+cluster_ld4(uint32_t a)
+{
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a)
+                 : "memory");
+    return v;
 }
 
 /* Byte offset of 16-byte piece c (0..71) of row `row` in a swizzled
@@ -493,6 +550,78 @@ pv_finish(float (&o)[128])
     pin(o);
 }
 
+/* Phase 3b, a cluster's merge (the row tile's S splits are one cluster;
+ * no workspace, no merge kernel): every block puts its normalised O (f32,
+ * rows OBUF_LD floats apart so that a warp's 8 rows of float2 stores hit
+ * distinct banks) and its rows' log2-sum-exp (WG0's lse2, after O) into
+ * its KV stages, which the loop no longer needs; after a cluster barrier, block s
+ * merges rows [s * rps, (s + 1) * rps) of all S by their LSE from the
+ * others' shared memory, a float4 a thread, and stores them as bf16; a
+ * second barrier keeps every block's shared memory until all have read
+ * it.  Same arithmetic as kdt_verify_attn_merge. */
+constexpr int OBUF_LD = D_V + 8;
+constexpr int OBUF_LSE = BM * OBUF_LD;        /* floats: the lse after O */
+static_assert((OBUF_LSE + BM) * 4 <= 2 * TILE_BYTES, "O fits in the stages");
+static_assert(NTHREADS * 4 == 2 * D_V, "two rows a pass, a float4 a thread");
+
+static __device__ __forceinline__ void
+cluster_merge(const kdt_verify_attn_params &p, const va_block &b,
+              const float (&o)[128], const float (&lse2)[2], const float *l_s,
+              float *obuf, uint32_t sbuf, int r0, int c2, int wg, int tid)
+{
+    const uint32_t slse = sbuf + OBUF_LSE * 4;
+    if (wg == 0 && (tid & 3) == 0) {
+        obuf[OBUF_LSE + r0] = lse2[0];
+        obuf[OBUF_LSE + r0 + 8] = lse2[1];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        const float l = l_s[row];
+        const float inv = l > 0.f && b.m0 + row < b.valid_rows ? 1.f / l : 0.f;
+        float *dst = obuf + row * OBUF_LD + VCOLS * wg + c2;
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+            *(float2 *)(dst + 8 * j) = make_float2(o[4 * j + 2 * h] * inv,
+                                                   o[4 * j + 2 * h + 1] * inv);
+    }
+    cluster_sync();
+
+    const int n = (int)cluster_size(), rank = (int)cluster_rank();
+    const int rps = (BM + n - 1) / n;
+    const int c4 = (tid & (NTHREADS / 2 - 1)) * 4;
+    for (int row = rank * rps + tid / (NTHREADS / 2);
+         row < min(BM, (rank + 1) * rps); row += 2) {
+        const int m = b.m0 + row;
+        if (m >= ROWS)
+            break;
+        uint2 *dst = (uint2 *)(p.o + (b.req_row0 + m) * D_V + c4);
+        float mx = kdt_neg_inf();
+        if (m < b.valid_rows)
+            for (int j = 0; j < n; ++j)
+                mx = fmaxf(mx, cluster_ld(cluster_addr(slse + row * 4, j)));
+        if (mx == kdt_neg_inf()) { /* padded row (or one that saw nothing) */
+            *dst = make_uint2(0, 0);
+            if (p.lse && c4 == 0)
+                p.lse[b.req_row0 + m] = kdt_neg_inf();
+            continue;
+        }
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        float wsum = 0.f;
+        for (int j = 0; j < n; ++j)
+            va_merge_add(acc, wsum,
+                         cluster_ld(cluster_addr(slse + row * 4, j)), mx,
+                         cluster_ld4(cluster_addr(
+                             sbuf + (row * OBUF_LD + c4) * 4, j)));
+        const float inv = 1.f / wsum;
+        *dst = make_uint2(kdt_pack_bf16x2(acc.x * inv, acc.y * inv),
+                          kdt_pack_bf16x2(acc.z * inv, acc.w * inv));
+        if (p.lse && c4 == 0)
+            p.lse[b.req_row0 + m] = (mx + kdt_log2(wsum)) * KDT_LN2;
+    }
+    cluster_sync();
+}
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
@@ -500,7 +629,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wtid = tid & 127, wwarp = wtid >> 5;
     va_block b;
-    if (!va_block_begin<BM, BN, NTHREADS>(b, p))
+    const bool clustered = cluster_size() > 1;
+    if (!va_block_begin<BM, BN, NTHREADS>(b, p, clustered))
         return;
     const int past = b.past, nn = b.nn, total = b.total;
     const int m0 = b.m0, t0 = b.t0, t1 = b.t1;
@@ -619,19 +749,27 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
+    float lse2[2] = {0.f, 0.f}; /* WG0's rows' log2-sum-exp, clustered */
     if (wg == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l = l_part[h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
+            lse2[h] = l > 0.f ? m_ref[h] + kdt_log2(l) : kdt_neg_inf();
             if ((lane & 3) == 0) {
                 l_s[r0 + 8 * h] = l;
-                va_store_lse(p, b, m0 + r0 + 8 * h, m_ref[h], l);
+                if (!clustered)
+                    va_store_lse(p, b, m0 + r0 + 8 * h, m_ref[h], l);
             }
         }
     }
     __syncthreads();
+    if (clustered) {
+        cluster_merge(p, b, o, lse2, l_s, (float *)(smem + K_OFF), sk, r0, c2,
+                      wg, tid);
+        return;
+    }
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -148,8 +148,10 @@ prob_free(prob *p)
     free(p->rl);
 }
 
-/* Runs the kernel with `splits` (0 = the library's choice) and compares
- * with the reference.  Returns the number of bad elements. */
+/* Runs the kernel with `splits` (0 = the library's choice; < 0: -splits
+ * ways as one cluster a row tile where the body merges in clusters,
+ * through the workspace elsewhere) and compares with the reference.
+ * Returns the number of bad elements. */
 static long
 run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
 {
@@ -346,6 +348,9 @@ START_TEST(splits)
     bad += run_check(&p, 3, 1, NULL, "splits=3");
     bad += run_check(&p, 64, 1, NULL, "splits=64");
     bad += run_check(&p, 0, 1, NULL, "splits=auto");
+    bad += run_check(&p, -2, 1, NULL, "cluster=2");
+    bad += run_check(&p, -3, 1, NULL, "cluster=3");
+    bad += run_check(&p, -8, 1, NULL, "cluster=8");
     prob_free(&p);
     ck_assert_msg(bad == 0, "splits: %ld elements out of tolerance", bad);
 }
@@ -362,13 +367,14 @@ START_TEST(negative_scale)
     prob_init(&p, 2, 8, 65, 16, past, nn, TREE_RANDOM, -0.3f);
     long bad = run_check(&p, 1, 1, NULL, "negative unsplit");
     bad += run_check(&p, 3, 1, NULL, "negative split");
+    bad += run_check(&p, -4, 1, NULL, "negative cluster");
     prob_free(&p);
     ck_assert_msg(bad == 0, "negative_scale: %ld elements out of tolerance",
                   bad);
 }
 END_TEST
 
-/* lse = NULL on a non-default stream, split and unsplit. */
+/* lse = NULL on a non-default stream: split, unsplit, clustered. */
 START_TEST(no_lse_stream)
 {
     int past[] = {1000};
@@ -377,6 +383,7 @@ START_TEST(no_lse_stream)
     prob_init(&p, 1, 16, 65, 16, past, nn, TREE_RANDOM, 0.2f);
     long bad = run_check(&p, 5, 0, gpu_stream(), "no_lse split");
     bad += run_check(&p, 1, 0, gpu_stream(), "no_lse unsplit");
+    bad += run_check(&p, -5, 0, gpu_stream(), "no_lse cluster");
     prob_free(&p);
     ck_assert_msg(bad == 0, "no_lse: %ld elements out of tolerance", bad);
 }

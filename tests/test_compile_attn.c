@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "kdtree.h"
 #include "runtime/runtime.h"
+#include "kernels/verify_attn_splits.h"
 
 static const char *const shapes[] = {
     "H=8,PAGE=64,N_MAX=65",    "H=1,PAGE=1,N_MAX=1",
@@ -125,6 +126,48 @@ START_TEST(split_rule)
 }
 END_TEST
 
+/* When the splits run as one cluster a row tile (the wgmma body's
+ * in-cluster merge): the cases the rule was read off, and the limits. */
+static int
+cluster_of(const kdt_va_split_costs *c, int R, int H, int n_max, int pages,
+           int max_cluster)
+{
+    const int64_t cap = (int64_t)pages * 64;
+    int s = kdt_va_pick_splits(c, R, n_max, H, cap, 132);
+    return kdt_va_pick_cluster(c, s, R, n_max, H, cap, 132, max_cluster);
+}
+
+START_TEST(cluster_rule)
+{
+    const kdt_va_split_costs *wg = &kdt_va_costs_wgmma;
+    /* 9 row tiles at 4k: 11 splits through the workspace, or 8 as one
+     * cluster (72 blocks): the cluster, measured 1.11x */
+    ck_assert_int_eq(kdt_va_pick_splits(wg, 1, 65, 8, 66 * 64, 132), 11);
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 65, 66, 8), 8);
+    /* no clusters on the device, or a body without the merge */
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 65, 66, 1), 1);
+    ck_assert_int_eq(cluster_of(&kdt_va_costs_mma, 1, 8, 65, 66, 8), 1);
+    /* 65 row tiles at 4k: 2 ways either way, the cluster (1.09x) */
+    ck_assert_int_eq(cluster_of(wg, 1, 64, 65, 66, 8), 2);
+    /* 17 row tiles at 4k: 6 through the workspace beat 4 clustered
+     * (0.92x), and 8 clustered would be two waves (136 blocks) */
+    ck_assert_int_eq(cluster_of(wg, 1, 16, 65, 66, 8), 1);
+    /* 33 row tiles: 4 clustered is 132 blocks, but clusters of 4 fill
+     * only 128 of the H200's SMs (measured 0.52x): the workspace */
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 257, 66, 8), 1);
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 257, 514, 8), 1);
+    /* 8 requests of 9 row tiles: 2 clustered is 144 blocks, two waves */
+    ck_assert_int_eq(cluster_of(wg, 8, 8, 65, 66, 8), 1);
+    /* 9 row tiles at 32k: 14 splits beat 8 clustered (0.70x) */
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 65, 514, 8), 1);
+    /* unsplit (130 row tiles): nothing to cluster */
+    ck_assert_int_eq(cluster_of(wg, 1, 128, 65, 66, 8), 1);
+    /* at least 4 tiles a split: 16 tiles make 4 clustered at most */
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 65, 16, 8), 4);
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 65, 8, 8), 1);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -134,6 +177,7 @@ suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, compile_extremes);
     tcase_add_test(tc, split_rule);
+    tcase_add_test(tc, cluster_rule);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -108,6 +108,7 @@ kdtree_draft_topk(kdtree_runtime *rt, const kdtree_draft *draft,
         .n_rows = (int32_t)rows,
     };
     unsigned split = dt_split(rt, (int32_t)rows, vocab, draft->k);
-    return kdt_launch_cluster(rt, m->fn[0], (unsigned)rows * split, split,
-                              KDT_DT_THREADS, KDT_DT_SMEM, stream, &p);
+    return kdt_launch_cluster(rt, m->fn[0], (unsigned)rows * split, 1, 1,
+                              split, 1, KDT_DT_THREADS, KDT_DT_SMEM, stream,
+                              &p);
 }

@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -27,8 +28,10 @@
 #include "cuda/nvrtc.h"
 #include "kernels/verify_attn_splits.h"
 
-/* Test hook: when > 0, the split count every later call uses (tests force
- * the split and unsplit paths whatever the GPU).  0 = the rule below. */
+/* Test hook: when > 0, the split count every later call uses through the
+ * workspace, when < 0, -S splits as one cluster where the body merges in
+ * clusters (else through the workspace); tests force every path whatever
+ * the GPU.  0 = the rules below. */
 int kdt_verify_attn_splits_override;
 
 static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
@@ -101,19 +104,42 @@ blocks_per_sm(const kdtree_runtime *rt, const va_geom *g)
     return n > 0 ? n : 1;
 }
 
+static int64_t
+va_slots(const kdtree_runtime *rt, const va_geom *g)
+{
+    return (int64_t)(rt->sm_count > 0 ? rt->sm_count : 1) *
+           blocks_per_sm(rt, g);
+}
+
 /* The KV split count S (kernels/verify_attn_splits.h): from the
  * arguments and the device only, so a workspace sized once fits every
- * round. */
+ * round (the workspace is sized for S even when the splits run as a
+ * cluster and leave it unused). */
 static int
 va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
           int64_t cap)
 {
-    if (kdt_verify_attn_splits_override > 0)
-        return kdt_verify_attn_splits_override;
+    if (kdt_verify_attn_splits_override)
+        return abs(kdt_verify_attn_splits_override);
     va_geom g = va_geometry(rt);
-    int64_t slots = (int64_t)(rt->sm_count > 0 ? rt->sm_count : 1) *
-                    blocks_per_sm(rt, &g);
-    return kdt_va_pick_splits(g.costs, R, n_max, H, cap, slots);
+    return kdt_va_pick_splits(g.costs, R, n_max, H, cap, va_slots(rt, &g));
+}
+
+/* Blocks a row tile's cluster holds (1: the splits, if any, go through
+ * the workspace and the merge kernel). */
+static int
+va_cluster(const kdtree_runtime *rt, int splits, int32_t R, int32_t H,
+           int32_t n_max, int64_t cap)
+{
+    va_geom g = va_geometry(rt);
+    if (kdt_verify_attn_splits_override < 0) {
+        int ok = g.costs->cluster_cost > 0 && splits <= rt->max_cluster;
+        return ok ? splits : 1;
+    }
+    if (kdt_verify_attn_splits_override > 0)
+        return 1;
+    return kdt_va_pick_cluster(g.costs, splits, R, n_max, H, cap,
+                               va_slots(rt, &g), rt->max_cluster);
 }
 
 static uint64_t
@@ -199,8 +225,8 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
                         "%s: attn->scale must be finite (got %g)", fn,
                         (double)attn->scale);
     int32_t R = tree->n_requests, H = attn->n_heads, n_max = tree->n_max;
-    int splits = va_splits(rt, R, H, n_max,
-                           (int64_t)kv->max_pages * kv->page_size);
+    const int64_t cap = (int64_t)kv->max_pages * kv->page_size;
+    int splits = va_splits(rt, R, H, n_max, cap);
     uint64_t need = va_workspace(splits, R, H, n_max);
     if (need) {
         if ((st = kdt_check_ptr(fn, "attn->workspace", attn->workspace, 16)))
@@ -232,7 +258,7 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
         .anc_mask = (const uint32_t *)(uintptr_t)tree->anc_mask,
         .o = (uint16_t *)(uintptr_t)attn->o,
         .lse = (float *)(uintptr_t)attn->lse,
-        .workspace = need ? (float *)(uintptr_t)attn->workspace : NULL,
+        .workspace = NULL,
         .n_requests = R,
         .max_pages = kv->max_pages,
         .num_splits = splits,
@@ -241,6 +267,18 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     int64_t rows = (int64_t)n_max * H;
     const int bm = g.costs->bm;
     unsigned tiles = (unsigned)((rows + bm - 1) / bm);
+    /* a row tile's splits as one cluster (of its own count, which
+     * kdt_va_pick_cluster may make other than the workspace's): merged
+     * there, no workspace, no merge kernel */
+    const int cluster = va_cluster(rt, splits, R, H, n_max, cap);
+    if (cluster > 1) {
+        p.num_splits = cluster;
+        return kdt_launch_cluster(rt, m->fn[0], tiles, (unsigned)cluster,
+                                  (unsigned)R, 1, (unsigned)cluster,
+                                  (unsigned)g.threads, (unsigned)g.smem,
+                                  stream, &p);
+    }
+    p.workspace = need ? (float *)(uintptr_t)attn->workspace : NULL;
     st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits, (unsigned)R,
                     (unsigned)g.threads, (unsigned)g.smem, stream, &p);
     if (st || splits == 1)

@@ -21,7 +21,8 @@
  * before them split a 17-row-tile, 4k-token shape 15 ways (2 waves and
  * 16.3k partial rows) where 6 or 7 ways is 1.36x
  * faster.  The fewest splits within 2% of the cheapest win (fewer splits,
- * less workspace).
+ * less workspace).  kdt_va_pick_cluster then says whether, on the wgmma
+ * body, they run as one cluster a row tile instead.
  */
 #ifndef KDT_VERIFY_ATTN_SPLITS_H
 #define KDT_VERIFY_ATTN_SPLITS_H
@@ -31,19 +32,34 @@
 #include "kdt_attn_tiles.h"
 
 typedef struct kdt_va_split_costs {
-    int bm, bn;         /* folded rows a block, tokens a KV tile */
-    int min_tiles;      /* KV tiles a split covers at least */
-    double row_cost;    /* a partial row written and merged, in tiles */
-    double split_cost;  /* the merge kernel's launch, in tiles */
+    int bm, bn;          /* folded rows a block, tokens a KV tile */
+    int min_tiles;       /* KV tiles a split covers at least */
+    double row_cost;     /* a partial row written and merged, in tiles */
+    double split_cost;   /* the merge kernel's launch, in tiles */
+    double cluster_cost; /* the in-cluster merge, in tiles; 0: the body
+                          * has none */
 } kdt_va_split_costs;
 
 /* The wgmma body (sm_90a): 64 x 64 tiles; a split reloads the 72 KB Q
  * tile, so at least 4 tiles (256 tokens) a split. */
 static const kdt_va_split_costs kdt_va_costs_wgmma = {
-    KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, 4, 8.6e-4, 4.3};
+    KDT_ATTN_WG_BM, KDT_ATTN_WG_BN, 4, 8.6e-4, 4.3, 6.0};
 /* The mma.sync body: 64 rows x 32 tokens; at least 8 tiles a split. */
 static const kdt_va_split_costs kdt_va_costs_mma = {
-    KDT_ATTN_BM, KDT_ATTN_BN, 8, 6.6e-4, 3.8};
+    KDT_ATTN_BM, KDT_ATTN_BN, 8, 6.6e-4, 3.8, 0};
+
+/* The model's cost of S splits through the workspace (above). */
+static inline double
+kdt_va_split_cost(const kdt_va_split_costs *c, int64_t R, int64_t row_tiles,
+                  int64_t tiles, int64_t slots, int64_t s)
+{
+    const int64_t waves = (row_tiles * R * s + slots - 1) / slots;
+    double cost = (double)waves * (double)((tiles + s - 1) / s);
+    if (s > 1)
+        cost += c->row_cost * (double)(s * R * row_tiles * c->bm) +
+                c->split_cost;
+    return cost;
+}
 
 /* S in 1..KDT_ATTN_MAX_SPLITS for R requests of n_max * H folded rows, a
  * cache of `cap` tokens (max_pages * page_size: never the device-side
@@ -64,17 +80,54 @@ kdt_va_pick_splits(const kdt_va_split_costs *c, int64_t R, int64_t n_max,
         slots = 1;
     double cost[KDT_ATTN_MAX_SPLITS + 1], best = 0;
     for (int64_t s = 1; s <= smax; s++) {
-        const int64_t waves = (row_tiles * R * s + slots - 1) / slots;
-        cost[s] = (double)waves * (double)((tiles + s - 1) / s);
-        if (s > 1)
-            cost[s] += c->row_cost * (double)(s * R * row_tiles * c->bm) +
-                       c->split_cost;
+        cost[s] = kdt_va_split_cost(c, R, row_tiles, tiles, slots, s);
         if (s == 1 || cost[s] < best)
             best = cost[s];
     }
     int pick = 1;
     while (cost[pick] > best * 1.02) /* the fewest splits near the best */
         pick++;
+    return pick;
+}
+
+/* Whether the S splits kdt_va_pick_splits chose run instead as one
+ * cluster of C blocks a row tile, merged there (no partials through
+ * global memory, no merge kernel): C, or 1 for the workspace path.  The
+ * cluster costs ceil(tiles / C) + cluster_cost, against the workspace's
+ * cost of S; C is 2, 4 or 8, at most max_cluster, at least min_tiles
+ * tiles a split, and the whole grid one wave (more waves of clusters
+ * were not modelled, and measured slower).  A wave holds fewer blocks in
+ * clusters: a cluster's blocks share a GPC, and Hopper's GPCs have 16
+ * or 18 SMs, so clusters of 4 or 8 leave 2 SMs of an 18-SM GPC idle.
+ * The wave is taken as `slots` for C = 2 and `slots` rounded down to a
+ * multiple of 16 for 4 and 8 (on the H200, 33 clusters of 4 did not fit
+ * its 132 SMs: two waves, 0.52-0.62x).  cluster_cost was
+ * read off five comparisons on the H200 (docs/performance.md, eighth
+ * session), which it orders right: 9 row tiles at 4k, 8 clustered
+ * against 10 through the workspace, 1.11x; 65 row tiles at 4k, 2 ways
+ * either way, 1.06-1.09x; 17 row tiles at 4k, 4 clustered against 7,
+ * 0.92x; 9 row tiles at 32k, 8 against 14, 0.70x. */
+static inline int
+kdt_va_pick_cluster(const kdt_va_split_costs *c, int splits, int64_t R,
+                    int64_t n_max, int64_t H, int64_t cap, int64_t slots,
+                    int max_cluster)
+{
+    if (c->cluster_cost <= 0 || splits <= 1)
+        return 1;
+    const int64_t row_tiles = (n_max * H + c->bm - 1) / c->bm;
+    const int64_t tiles = (cap + c->bn - 1) / c->bn;
+    double best = kdt_va_split_cost(c, R, row_tiles, tiles,
+                                    slots < 1 ? 1 : slots, splits);
+    int pick = 1;
+    for (int64_t n = 2; n <= 8 && n <= max_cluster; n *= 2) {
+        const double cost = (double)((tiles + n - 1) / n) + c->cluster_cost;
+        const int64_t wave = n == 2 ? slots : slots / 16 * 16;
+        if (n * c->min_tiles <= tiles && row_tiles * R * n <= wave &&
+            cost < best) {
+            best = cost;
+            pick = (int)n;
+        }
+    }
     return pick;
 }
 

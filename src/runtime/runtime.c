@@ -389,16 +389,17 @@ done:
 static CUresult
 launch_now(const kdt_driver *d, CUfunction fn, unsigned grid_x,
            unsigned grid_y, unsigned grid_z, unsigned block_x,
-           unsigned cluster_x, unsigned smem, CUstream stream, void **args)
+           unsigned cluster_x, unsigned cluster_y, unsigned smem,
+           CUstream stream, void **args)
 {
-    if (cluster_x <= 1)
+    if (cluster_x * cluster_y <= 1)
         return d->launch_kernel(fn, grid_x, grid_y, grid_z, block_x, 1, 1,
                                 smem, stream, args, NULL);
     CUlaunchAttribute attr;
     memset(&attr, 0, sizeof attr);
     attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attr.value.clusterDim.x = cluster_x;
-    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.y = cluster_y;
     attr.value.clusterDim.z = 1;
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -417,8 +418,8 @@ launch_now(const kdt_driver *d, CUfunction fn, unsigned grid_x,
 
 static int
 launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x, unsigned grid_y,
-       unsigned grid_z, unsigned block_x, unsigned cluster_x, unsigned smem,
-       void *stream, void *params)
+       unsigned grid_z, unsigned block_x, unsigned cluster_x,
+       unsigned cluster_y, unsigned smem, void *stream, void *params)
 {
     const kdt_driver *d = rt->drv;
     void *args[1] = {params};
@@ -429,19 +430,20 @@ launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x, unsigned grid_y,
         /* The common case (PyTorch made the primary context current):
          * nothing to switch. */
         r = launch_now(d, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
-                       smem, (CUstream)stream, args);
+                       cluster_y, smem, (CUstream)stream, args);
     } else {
         r = d->ctx_push_current(rt->ctx);
         if (r != CUDA_SUCCESS)
             return kdt_cuda_fail(d, r, "cuCtxPushCurrent");
         r = launch_now(d, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
-                       smem, (CUstream)stream, args);
+                       cluster_y, smem, (CUstream)stream, args);
         CUcontext prev;
         d->ctx_pop_current(&prev);
     }
     if (r != CUDA_SUCCESS)
-        return kdt_cuda_fail(d, r, cluster_x > 1 ? "cuLaunchKernelEx"
-                                                 : "cuLaunchKernel");
+        return kdt_cuda_fail(d, r, cluster_x * cluster_y > 1
+                                       ? "cuLaunchKernelEx"
+                                       : "cuLaunchKernel");
     return KDTREE_OK;
 }
 
@@ -450,15 +452,16 @@ kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
            unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned smem,
            void *stream, void *params)
 {
-    return launch(rt, fn, grid_x, grid_y, grid_z, block_x, 1, smem, stream,
+    return launch(rt, fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem, stream,
                   params);
 }
 
 int
 kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
-                   unsigned cluster_x, unsigned block_x, unsigned smem,
+                   unsigned grid_y, unsigned grid_z, unsigned cluster_x,
+                   unsigned cluster_y, unsigned block_x, unsigned smem,
                    void *stream, void *params)
 {
-    return launch(rt, fn, grid_x, 1, 1, block_x, cluster_x, smem, stream,
-                  params);
+    return launch(rt, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
+                  cluster_y, smem, stream, params);
 }

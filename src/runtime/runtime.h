@@ -79,10 +79,12 @@ int kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
                unsigned grid_y, unsigned grid_z, unsigned block_x,
                unsigned smem, void *stream, void *params);
 
-/* kdt_launch with clusters of cluster_x consecutive blocks along x
- * (1 <= cluster_x <= rt->max_cluster, dividing grid_x; 1 is kdt_launch). */
+/* kdt_launch with clusters of cluster_x x cluster_y blocks (their
+ * product at most rt->max_cluster, each dividing its grid dimension;
+ * 1 x 1 is kdt_launch). */
 int kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
-                       unsigned cluster_x, unsigned block_x, unsigned smem,
+                       unsigned grid_y, unsigned grid_z, unsigned cluster_x,
+                       unsigned cluster_y, unsigned block_x, unsigned smem,
                        void *stream, void *params);
 
 #endif /* KDT_RUNTIME_H */

@@ -14,8 +14,9 @@
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
  *
- * SPLITS 0 means "what the library would pick" (the rule of
- * src/kernels/verify_attn_splits.h).
+ * SPLITS 0 means "what the library would pick" (the rules of
+ * src/kernels/verify_attn_splits.h); a negative SPLITS, -SPLITS ways as
+ * one cluster a row tile (the wgmma body's in-cluster merge).
  */
 #include <cstdio>
 #include <cstdlib>
@@ -41,14 +42,17 @@
 
 static int sm_count;
 
-/* The library's rule, from the header the launcher reads; one block an
- * SM (both bodies) */
+/* The library's rules, from the header the launcher reads; one block an
+ * SM (both bodies), clusters of up to 8: the split count, negative when
+ * the splits run as one cluster (launch's convention) */
 static int
 pick_splits(int R, int64_t cap)
 {
-    return kdt_va_pick_splits(KDT_ATTN_WGMMA ? &kdt_va_costs_wgmma
-                                             : &kdt_va_costs_mma,
-                              R, N_MAX, H, cap, sm_count);
+    const kdt_va_split_costs *c = KDT_ATTN_WGMMA ? &kdt_va_costs_wgmma
+                                                 : &kdt_va_costs_mma;
+    const int s = kdt_va_pick_splits(c, R, N_MAX, H, cap, sm_count);
+    const int n = kdt_va_pick_cluster(c, s, R, N_MAX, H, cap, sm_count, 8);
+    return n > 1 ? -n : s;
 }
 
 struct Problem {
@@ -135,12 +139,33 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     p.anc_mask = D.mask;
     p.o = D.o;
     p.lse = D.lse;
-    p.workspace = splits > 1 ? D.ws : nullptr;
+    /* splits < 0: -splits ways as one cluster (the wgmma body's
+     * in-cluster merge: no workspace, no merge kernel) */
+    const int cl = splits < 0 ? -splits : 1;
+    if (splits < 0)
+        splits = cl;
+    p.workspace = splits > 1 && cl == 1 ? D.ws : nullptr;
     p.n_requests = P.R;
     p.max_pages = P.max_pages;
     p.num_splits = splits;
     p.scale = scale;
     dim3 grid((ROWS + BM - 1) / BM, splits, P.R);
+    if (cl > 1) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = cl;
+        at[0].val.clusterDim.z = 1;
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(NTHREADS);
+        cfg.dynamicSmemBytes = SMEM_BYTES;
+        cfg.stream = st;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, kdt_verify_attn, p));
+        return;
+    }
     kdt_verify_attn<<<grid, NTHREADS, SMEM_BYTES, st>>>(p);
     if (splits > 1) {
         kdt_verify_attn_merge<<<dim3(ROWS, P.R), KDT_ATTN_MERGE_THREADS, 0,
@@ -167,7 +192,7 @@ check(int argc, char **argv)
     if (splits == 0)
         splits = pick_splits(R, (int64_t)P.max_pages * PAGE);
     Dev D;
-    upload(D, P, std::max(splits, 1));
+    upload(D, P, std::max(abs(splits), 1));
     /* poison: NaN everywhere, so an unwritten element fails */
     CK(cudaMemset(D.o, 0xff, (size_t)R * ROWS * D_V * 2));
     CK(cudaMemset(D.lse, 0xff, (size_t)R * ROWS * 4));
@@ -279,6 +304,10 @@ main(int argc, char **argv)
     CK(cudaFuncSetAttribute(kdt_verify_attn,
                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                             SMEM_BYTES));
+#if KDT_ATTN_WGMMA
+    CK(cudaFuncSetAttribute(kdt_verify_attn,
+                            cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+#endif
     if (argc >= 6 && !strcmp(argv[1], "check"))
         return check(argc, argv);
     if (argc >= 5 && !strcmp(argv[1], "bench"))
