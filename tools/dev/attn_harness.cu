@@ -144,6 +144,10 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     const int cl = splits < 0 ? -splits : 1;
     if (splits < 0)
         splits = cl;
+    if (cl > 1 && !KDT_ATTN_WGMMA) {
+        fprintf(stderr, "negative SPLITS (a cluster): the wgmma body only\n");
+        exit(2);
+    }
     p.workspace = splits > 1 && cl == 1 ? D.ws : nullptr;
     p.n_requests = P.R;
     p.max_pages = P.max_pages;

@@ -2,10 +2,12 @@
 # attn_visit.sh: one GPU-host visit for verify_attn through the standalone
 # harness (tools/dev/attn_harness.cu, nvcc), no library needed.  Builds
 # every variant at every shape, checks each against the double CPU
-# reference, times them side by side (variants alternate case by case, so
-# drift hits all alike), runs compute-sanitizer on one variant and,
-# optionally, ncu on one case.  Results under $OUT: summary.txt,
-# build.log, check.log, bench.log, sanitizer.log, ncu.txt, ncu-sass.csv.
+# reference (19 checks, and 11 more of the in-cluster merge for a wgmma
+# variant whose kernels have it), times them side by side (variants
+# alternate case by case, so drift hits all alike), runs compute-sanitizer
+# on one variant and, optionally, ncu on one case.  Results under $OUT:
+# summary.txt, build.log, check.log, bench.log, sanitizer.log, ncu.txt,
+# ncu-sass.csv.
 #
 #   OUT=/tmp/out bash tools/dev/attn_visit.sh
 #
@@ -79,15 +81,39 @@ G check 0 0.0722 13 1000:65
 H check 0 0.0722 14 100:1025 0:300 5:1
 J check 3 0.0722 16 200:513
 EOT
+# the in-cluster merge (negative SPLITS): wgmma variants whose kernels
+# have it
+cat > $B/cchecks <<'EOT'
+A check -2 0.0722 1 4096:65
+A check -8 0.0722 2 4096:65
+A check -3 2.0 3 1000:65 0:65 63:17 64:2 65:1
+A check -16 0.5 5 100:33 4096:65
+A check -5 8.0 17 300:65 17:17
+A check -4 -0.5 19 300:65 17:17
+B check -2 0.1 7 4096:1
+D check -4 0.3 9 63:17 64:17 65:17 0:1
+K check -2 0.0722 11 64:65 63:2
+H check -7 0.0722 14 100:1025 0:300 5:1
+J check -6 0.0722 16 200:513
+EOT
+clustered() { # NAME:ARCH:KDIR
+    IFS=: read _ va kd <<< "$1"
+    [ "$va" = 90a ] && grep -q cluster_merge "$kd/verify_attn_wgmma.cuh"
+}
 for v in $VARIANTS; do
     vn=${v%%:*}
     while read s args; do
         [ -x $B/$s.$vn ] && echo "$B/$s.$vn $args"
     done < $B/checks
+    clustered "$v" && while read s args; do
+        [ -x $B/$s.$vn ] && echo "$B/$s.$vn $args"
+    done < $B/cchecks
 done | xargs -d '\n' -P 8 -I{} sh -c 'timeout 120 {} 2>&1 || echo "FAIL (exit $?): {}"' > "$OUT/check.log"
 for v in $VARIANTS; do
     vn=${v%%:*}
-    el "checks $vn: $(grep -c "^check $vn .* ok$" "$OUT/check.log") ok of $(wc -l < $B/checks)"
+    el "checks $vn: $(grep -c "^check $vn .*splits=[0-9].* ok$" "$OUT/check.log") ok of $(wc -l < $B/checks)"
+    clustered "$v" &&
+        el "cluster checks $vn: $(grep -c "^check $vn .*splits=-.* ok$" "$OUT/check.log") ok of $(wc -l < $B/cchecks)"
 done
 grep -v " ok$" "$OUT/check.log" | head -30 | tee -a "$OUT/summary.txt"
 
@@ -106,6 +132,12 @@ if [ -n "$SANITIZE" ] && [ -x $B/D.$SANITIZE ]; then
         compute-sanitizer --tool racecheck $B/D.$SANITIZE check 2 0.5 24 70:9 3:17
         compute-sanitizer --tool racecheck $B/A.$SANITIZE check 1 0.5 25 90:65
         compute-sanitizer --tool synccheck $B/A.$SANITIZE check 2 0.5 27 70:9
+        for v in $VARIANTS; do
+            [ "${v%%:*}" = "$SANITIZE" ] && clustered "$v" && {
+                compute-sanitizer --tool memcheck $B/A.$SANITIZE check -4 0.5 21 40:5 17:9 200:65
+                compute-sanitizer --tool racecheck $B/D.$SANITIZE check -3 0.5 24 70:9 3:17
+            }
+        done
     } > "$OUT/sanitizer.log" 2>&1
     el "sanitizers ($SANITIZE): $(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizer.log") clean of $(grep -cE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log")"
 fi
