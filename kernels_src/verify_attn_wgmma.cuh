@@ -554,10 +554,10 @@ pv_finish(float (&o)[128])
  * no workspace, no merge kernel): every block puts its normalised O (f32,
  * rows OBUF_LD floats apart so that a warp's 8 rows of float2 stores hit
  * distinct banks) and its rows' log2-sum-exp (WG0's lse2, after O) into
- * its KV stages, which the loop no longer needs; after a cluster barrier, block s
- * merges rows [s * rps, (s + 1) * rps) of all S by their LSE from the
- * others' shared memory, a float4 a thread, and stores them as bf16; a
- * second barrier keeps every block's shared memory until all have read
+ * its KV stages, which the loop no longer needs; after a cluster barrier,
+ * block s merges rows [s * rps, (s + 1) * rps) of all S by their LSE from
+ * the others' shared memory, a float4 a thread, and stores them as bf16;
+ * a second barrier keeps every block's shared memory until all have read
  * it.  Same arithmetic as kdt_verify_attn_merge. */
 constexpr int OBUF_LD = D_V + 8;
 constexpr int OBUF_LSE = BM * OBUF_LD;        /* floats: the lse after O */
