@@ -69,9 +69,16 @@ ws(kdtree_runtime *rt, int R, int H, int N, int page, int max_pages)
 
 START_TEST(split_rule)
 {
-    strcpy(h200.arch, "sm_90a"); /* the wgmma body: 64-token tiles */
+    /* the wgmma body (64-token tiles) on the H200, the mma.sync one on
+     * the RTX PRO 6000: the body follows the runtime's target */
+    h200.cc_major = 9;
+    ck_assert_int_eq(kdt_runtime_set_target(&h200, "sm_90a", "test"),
+                     KDTREE_OK);
     h200.sm_count = 132;
     h200.max_smem_optin = 232448;
+    rtx.cc_major = 12;
+    ck_assert_int_eq(kdt_runtime_set_target(&rtx, "sm_120", "test"),
+                     KDTREE_OK);
     rtx.sm_count = 188;
     rtx.max_smem_optin = 101376;
     /* the issue's R = 1 target: 9 row tiles of 64 fill 9 of 132 SMs, so
@@ -168,6 +175,26 @@ START_TEST(cluster_rule)
 }
 END_TEST
 
+/* A runtime made without a target gets one on first use; the workspace
+ * size fixes it then, so the split it sizes for is the one every launch
+ * takes (the launch reads the same target, whatever loads first). */
+START_TEST(size_fixes_target)
+{
+    static kdtree_runtime fresh;
+    fresh.cc_major = 9;
+    strcpy(fresh.arch, "sm_90a");
+    fresh.sm_count = 132;
+    fresh.max_smem_optin = 232448;
+    ck_assert_int_eq(atomic_load(&fresh.target_ready), 0);
+    (void)ws(&fresh, 1, 8, 65, 64, 600);
+    ck_assert_int_eq(atomic_load(&fresh.target_ready), 1);
+    /* NVRTC builds sm_90a: the wgmma body, 14 splits as on the H200 */
+    ck_assert_str_eq(kdtree_runtime_target(&fresh), "sm_90a");
+    ck_assert_uint_eq(ws(&fresh, 1, 8, 65, 64, 600),
+                      14ull * 65 * 8 * 513 * 4);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -178,6 +205,7 @@ suite(void)
     tcase_add_test(tc, compile_extremes);
     tcase_add_test(tc, split_rule);
     tcase_add_test(tc, cluster_rule);
+    tcase_add_test(tc, size_fixes_target);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -116,30 +116,28 @@ va_slots(const kdtree_runtime *rt, const va_geom *g)
  * round (the workspace is sized for S even when the splits run as a
  * cluster and leave it unused). */
 static int
-va_splits(const kdtree_runtime *rt, int32_t R, int32_t H, int32_t n_max,
-          int64_t cap)
+va_splits(const kdtree_runtime *rt, const va_geom *g, int32_t R, int32_t H,
+          int32_t n_max, int64_t cap)
 {
     if (kdt_verify_attn_splits_override)
         return abs(kdt_verify_attn_splits_override);
-    va_geom g = va_geometry(rt);
-    return kdt_va_pick_splits(g.costs, R, n_max, H, cap, va_slots(rt, &g));
+    return kdt_va_pick_splits(g->costs, R, n_max, H, cap, va_slots(rt, g));
 }
 
 /* Blocks a row tile's cluster holds (1: the splits, if any, go through
  * the workspace and the merge kernel). */
 static int
-va_cluster(const kdtree_runtime *rt, int splits, int32_t R, int32_t H,
-           int32_t n_max, int64_t cap)
+va_cluster(const kdtree_runtime *rt, const va_geom *g, int splits, int32_t R,
+           int32_t H, int32_t n_max, int64_t cap)
 {
-    va_geom g = va_geometry(rt);
     if (kdt_verify_attn_splits_override < 0) {
-        int ok = g.costs->cluster_cost > 0 && splits <= rt->max_cluster;
+        int ok = g->costs->cluster_cost > 0 && splits <= rt->max_cluster;
         return ok ? splits : 1;
     }
     if (kdt_verify_attn_splits_override > 0)
         return 1;
-    return kdt_va_pick_cluster(g.costs, splits, R, n_max, H, cap,
-                               va_slots(rt, &g), rt->max_cluster);
+    return kdt_va_pick_cluster(g->costs, splits, R, n_max, H, cap,
+                               va_slots(rt, g), rt->max_cluster);
 }
 
 static uint64_t
@@ -190,10 +188,12 @@ kdtree_verify_attn_workspace_size(uint64_t *out_bytes, kdtree_runtime *rt,
     kdt_clear_error();
     if ((st = kdt_check_host(fn, "out_bytes", out_bytes)) ||
         (st = kdt_check_runtime(rt, fn)) ||
-        (st = va_check_shape(fn, vals, attn, tree, kv)))
+        (st = va_check_shape(fn, vals, attn, tree, kv)) ||
+        (st = kdt_runtime_resolve_target(rt)))
         return st;
-    int splits = va_splits(rt, tree->n_requests, attn->n_heads, tree->n_max,
-                           (int64_t)kv->max_pages * kv->page_size);
+    va_geom g = va_geometry(rt);
+    int splits = va_splits(rt, &g, tree->n_requests, attn->n_heads,
+                           tree->n_max, (int64_t)kv->max_pages * kv->page_size);
     *out_bytes =
         va_workspace(splits, tree->n_requests, attn->n_heads, tree->n_max);
     return KDTREE_OK;
@@ -224,9 +224,14 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
         return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
                         "%s: attn->scale must be finite (got %g)", fn,
                         (double)attn->scale);
+    if ((st = kdt_runtime_resolve_target(rt)))
+        return st;
     int32_t R = tree->n_requests, H = attn->n_heads, n_max = tree->n_max;
     const int64_t cap = (int64_t)kv->max_pages * kv->page_size;
-    int splits = va_splits(rt, R, H, n_max, cap);
+    /* the body, hence the tile shape and the split rule, from the target
+     * fixed above: the same one kdtree_verify_attn_workspace_size saw */
+    const va_geom g = va_geometry(rt);
+    int splits = va_splits(rt, &g, R, H, n_max, cap);
     uint64_t need = va_workspace(splits, R, H, n_max);
     if (need) {
         if ((st = kdt_check_ptr(fn, "attn->workspace", attn->workspace, 16)))
@@ -243,7 +248,6 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     /* The lock-free lookup first; a miss loads (or compiles) the shape. */
     if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals)))
         return st;
-    va_geom g = va_geometry(rt);
     if (m->max_dynamic_smem < g.smem)
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: the kernel needs %d bytes of shared memory per "
@@ -270,7 +274,7 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     /* a row tile's splits as one cluster (of its own count, which
      * kdt_va_pick_cluster may make other than the workspace's): merged
      * there, no workspace, no merge kernel */
-    const int cluster = va_cluster(rt, splits, R, H, n_max, cap);
+    const int cluster = va_cluster(rt, &g, splits, R, H, n_max, cap);
     if (cluster > 1) {
         p.num_splits = cluster;
         return kdt_launch_cluster(rt, m->fn[0], tiles, (unsigned)cluster,

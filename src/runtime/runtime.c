@@ -309,6 +309,42 @@ out : {
     return KDTREE_OK;
 }
 
+/* The target's choice on first use (a runtime created without one):
+ * what NVRTC can build for the device, or with no compiler the device's
+ * own cubin.  Under load_lock. */
+static int
+pick_target_locked(kdtree_runtime *rt)
+{
+    if (atomic_load_explicit(&rt->target_ready, memory_order_relaxed))
+        return KDTREE_OK;
+    int st = KDTREE_OK;
+    const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
+    if (nv) {
+        st = kdt_nvrtc_pick_target(nv, rt->cc_major, rt->cc_minor,
+                                   rt->target, sizeof rt->target, &rt->kind);
+        if (st)
+            return st;
+    } else {
+        /* No compiler: only a cached cubin for the device's own
+         * architecture can serve. */
+        snprintf(rt->target, sizeof rt->target, "%s", rt->arch);
+        rt->kind = KDT_PAYLOAD_CUBIN;
+    }
+    atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
+    return KDTREE_OK;
+}
+
+int
+kdt_runtime_resolve_target(kdtree_runtime *rt)
+{
+    if (atomic_load_explicit(&rt->target_ready, memory_order_acquire))
+        return KDTREE_OK;
+    pthread_mutex_lock(&rt->load_lock);
+    int st = pick_target_locked(rt);
+    pthread_mutex_unlock(&rt->load_lock);
+    return st;
+}
+
 int
 kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
                 const int64_t *vals)
@@ -330,23 +366,8 @@ kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
                       rt->ordinal, rt->n_loaded);
         goto done;
     }
-    if (!atomic_load_explicit(&rt->target_ready, memory_order_relaxed)) {
-        const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
-        if (nv) {
-            st = kdt_nvrtc_pick_target(nv, rt->cc_major, rt->cc_minor,
-                                       rt->target, sizeof rt->target,
-                                       &rt->kind);
-            if (st)
-                goto done;
-        } else {
-            /* No compiler: only a cached cubin for the device's own
-             * architecture can serve. */
-            snprintf(rt->target, sizeof rt->target, "%s", rt->arch);
-            rt->kind = KDT_PAYLOAD_CUBIN;
-            st = KDTREE_OK;
-        }
-        atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
-    }
+    if ((st = pick_target_locked(rt)))
+        goto done;
     kdt_blob blob = {0};
     int from;
     double t0 = kdt_now_ms();

@@ -64,8 +64,15 @@ kdt_loaded *kdt_runtime_find(kdtree_runtime *rt, int kernel,
 int kdt_runtime_set_target(kdtree_runtime *rt, const char *target,
                            const char *fn);
 
-/* The target the runtime builds for (see kdtree_runtime_target). */
+/* The target the runtime builds for (see kdtree_runtime_target): before
+ * kdt_runtime_resolve_target or the first load, the device's own arch. */
 const char *kdt_runtime_target(const kdtree_runtime *rt);
+
+/* Fixes the target now if the runtime has none yet (the choice the first
+ * load would make), so that a caller's host-side decisions that depend
+ * on it (verify_attn's body, hence its splits and workspace) are the
+ * ones every later launch sees.  KDTREE_OK, or the choice's error. */
+int kdt_runtime_resolve_target(kdtree_runtime *rt);
 
 /* kdt_runtime_find(), and on a miss the load path (obtain the blob, load it
  * in the primary context, resolve its functions, publish to the table). */
