@@ -49,16 +49,12 @@
 #define KDT_ATTN_WG_BM 64
 #define KDT_ATTN_WG_BN 64
 #define KDT_ATTN_WG_THREADS 256
-#define KDT_ATTN_WG_SMEM (KDT_ATTN_WG_BM * KDT_ATTN_D_QK * 2 + 2 * KDT_ATTN_WG_BN * KDT_ATTN_D_QK * 2 + KDT_ATTN_WG_BM * KDT_ATTN_WG_BN * 2 + 2 * KDT_ATTN_WG_BM * 4 + 2 * 8 + 1024)
+#define KDT_ATTN_WG_SMEM (KDT_ATTN_WG_BM * KDT_ATTN_D_QK * 2 + 2 * KDT_ATTN_WG_BN * KDT_ATTN_D_QK * 2 + KDT_ATTN_WG_BM * KDT_ATTN_WG_BN * 2 + 2 * KDT_ATTN_WG_BM * 4 + 1024)
 /* V's descriptor (MN-major, 128-byte swizzle): the leading offset steps
  * 64 V columns (one 64-column block of a KV tile), the stride offset 8
  * tokens. */
 #define KDT_ATTN_WG_V_LBO (KDT_ATTN_WG_BN * 128)
 #define KDT_ATTN_WG_V_SBO 1024
-/* The wgmma body's TMA box of a KV tile: as many tokens as are
- * contiguous in one page, gcd(page, 64) (a power of two), by 64 columns;
- * the host encodes the tensor map with it. */
-#define KDT_ATTN_WG_BOX_ROWS(page) (((page) & -(page)) < KDT_ATTN_WG_BN ? ((page) & -(page)) : KDT_ATTN_WG_BN)
 /* The merge kernel: a block per output row, a thread per 4 columns. */
 #define KDT_ATTN_MERGE_THREADS 128
 #define KDT_ATTN_MAX_SPLITS 64

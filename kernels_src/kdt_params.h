@@ -58,24 +58,9 @@ typedef struct kdt_build_ddtree_params {
     int32_t pad0;
 } kdt_build_ddtree_params;
 
-/* A CUDA tensor map (cuda.h's CUtensorMap: 128 opaque bytes, 64-byte
- * aligned), declared here because NVRTC has no cuda.h. */
-#ifdef __cplusplus
-#define KDT_ALIGN64 alignas(64)
-#else
-#define KDT_ALIGN64 _Alignas(64)
-#endif
-typedef struct kdt_tensor_map {
-    KDT_ALIGN64 uint64_t opaque[16];
-} kdt_tensor_map;
-
 /* §3 verify_attn.  One struct serves the attention kernel and the kernel
  * that merges its KV splits. */
 typedef struct kdt_verify_attn_params {
-    /* the KV cache as a 2-D bf16 tensor [tokens][576] for TMA, boxes of
-     * KDT_ATTN_WG_BOX_ROWS(PAGE) tokens x 64 columns, 128-byte swizzle
-     * (the wgmma body; unused by the others) */
-    kdt_tensor_map kv_map;
     const uint16_t *q;           /* bf16 [R][N_MAX][H][576] */
     const uint16_t *kv_cache;    /* bf16 [pages][PAGE][576] */
     const int32_t *block_table;  /* [R][max_pages] */

@@ -56,8 +56,7 @@ constexpr int K_OFF = Q_OFF + BM * D_QK * 2;
 constexpr int P_OFF = K_OFF + 2 * TILE_BYTES;
 constexpr int ALPHA_OFF = P_OFF + BM * BN * 2;
 constexpr int L_OFF = ALPHA_OFF + BM * 4;
-constexpr int BAR_OFF = L_OFF + BM * 4;       /* the stages' mbarriers */
-constexpr int SMEM_BYTES = BAR_OFF + 2 * 8 + 1024; /* + alignment slack */
+constexpr int SMEM_BYTES = L_OFF + BM * 4 + 1024; /* + alignment slack */
 constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
@@ -70,10 +69,10 @@ static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
 /* named barriers (0 is __syncthreads): each is one producer warpgroup's
  * bar.arrive against the other's bar.sync, 256 threads */
+constexpr int BAR_KFULL = 1;                  /* + stage: tile landed */
 constexpr int BAR_KEMPTY = 3;                 /* + stage: WG0 done with it */
 constexpr int BAR_PFULL = 5;                  /* P, alpha published */
 constexpr int BAR_PEMPTY = 6;                 /* WG1's PV done with P */
-constexpr int BAR_WG = 7;                     /* + wg: one warpgroup, 128 */
 
 static __device__ __forceinline__ void
 bar_sync(int id)
@@ -85,12 +84,6 @@ static __device__ __forceinline__ void
 bar_arrive(int id)
 {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
-}
-
-static __device__ __forceinline__ void
-wg_bar_sync(int wg)
-{
-    asm volatile("bar.sync %0, 128;" :: "r"(BAR_WG + wg) : "memory");
 }
 
 /* Generic-proxy writes to shared memory (st.shared, cp.async) made visible
@@ -330,106 +323,42 @@ sw_piece(int rows, int row, int c)
                       + (((c & 7) ^ (row & 7)) << 4));
 }
 
-/* A KV tile comes by TMA (cp.async.bulk.tensor) in boxes of BOX_ROWS
- * tokens of one page by one 64-column block, straight into the swizzled
- * stage (the tensor map's 128-byte swizzle is the layout above), and
- * lands on the stage's mbarrier (transaction bytes): one thread issues
- * what 128 issued as cp.async, and WG0 waits for the bytes themselves. */
-constexpr int BOX_ROWS = KDT_ATTN_WG_BOX_ROWS(PAGE);
-constexpr int BOXES = BN / BOX_ROWS;          /* chunks (pages) a tile */
-constexpr int CPL = (BOXES + 31) / 32;        /* chunks a lane of warp 0 */
-static_assert(BOX_ROWS >= 1 && BN % BOX_ROWS == 0 && PAGE % BOX_ROWS == 0,
-              "a box is a run of one page");
-
+/* The KV rows a thread of WG1 copies: token 16 i + wtid/8 of a tile,
+ * i < BN/16.  kv_rows gives their element offsets in the cache (-1: past
+ * `total`), read from the block table a tile before the copy needs them,
+ * so that read's latency is not in front of the cp.async. */
 static __device__ __forceinline__ void
-mbar_init(uint32_t bar)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar)
-                 : "memory");
-}
-
-/* The one arrival of a phase, with the bytes its copies will bring. */
-static __device__ __forceinline__ void
-mbar_expect(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
-
-static __device__ __forceinline__ void
-mbar_wait(uint32_t bar, uint32_t parity)
-{
-    asm volatile("{\n.reg .pred done;\nLAB_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra LAB_WAIT;\n}\n"
-                 :: "r"(bar), "r"(parity) : "memory");
-}
-
-/* Box (x = column, y = token row of the whole cache) into `dst`. */
-static __device__ __forceinline__ void
-tma_load(uint32_t dst, const kdt_tensor_map *map, int x, int y, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-                 ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar)
-                 : "memory");
-}
-
-/* The cache rows of the chunks lane `lane` of WG1's warp 0 loads of tile
- * t (chunk lane + 32 i; -1: none, or wholly past `total`), read from the
- * block table a tile before the copy needs them. */
-static __device__ __forceinline__ void
-kv_pages(int (&y)[CPL], int lane, int t, int total,
-         const int32_t *__restrict__ bt)
+kv_rows(int64_t (&row)[BN / 16], int wtid, int t, int total,
+        const int32_t *__restrict__ bt)
 {
 #pragma unroll
-    for (int i = 0; i < CPL; ++i) {
-        const int c = lane + 32 * i, pos = t * BN + c * BOX_ROWS;
-        y[i] = c < BOXES && pos < total
-            ? __ldg(bt + pos / PAGE) * PAGE + pos % PAGE : -1;
+    for (int i = 0; i < BN / 16; ++i) {
+        const int pos = t * BN + 16 * i + (wtid >> 3);
+        row[i] = pos < total
+            ? ((int64_t)__ldg(bt + pos / PAGE) * PAGE + pos % PAGE) * D_QK
+            : -1;
     }
 }
 
-/* WG1's warp 0 loads tile t into the stage at `dst`: lane 0 arms the
- * stage's mbarrier with the bytes, then every lane issues its chunks'
- * boxes, all nine column blocks. */
+/* WG1's loading of a KV tile (rows from kv_rows) into the stage at `dst`:
+ * 8 threads a token (piece c = 8 k + wtid % 8), 16 tokens a pass; rows
+ * past the end are zero-filled (never read, and 0 * P cannot be NaN). */
 static __device__ __forceinline__ void
-load_kv_tile(uint32_t dst, uint32_t bar, const kdt_tensor_map *map,
-             const int (&y)[CPL], int lane, int t, int total)
+load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
+             const uint16_t *__restrict__ kv)
 {
-    if (lane == 0) {
-        const int n = min(BOXES, (total - t * BN + BOX_ROWS - 1) / BOX_ROWS);
-        mbar_expect(bar, (uint32_t)(n * BOX_ROWS * 128 * KBLK));
-    }
-    __syncwarp();
+    const int part = wtid & 7;
 #pragma unroll
-    for (int i = 0; i < CPL; ++i)
-        if (y[i] >= 0) {
-            const uint32_t d = dst + (lane + 32 * i) * BOX_ROWS * 128;
+    for (int i = 0; i < BN / 16; ++i) {
+        const int tok = 16 * i + (wtid >> 3);
+        const bool ok = row[i] >= 0;
+        const uint16_t *src = ok ? kv + row[i] + part * 8 : kv;
+        const uint32_t d = dst + tok * 128 + ((part ^ (tok & 7)) << 4);
 #pragma unroll
-            for (int k = 0; k < KBLK; ++k)
-                tma_load(d + k * BLK_BYTES, map, 64 * k, y[i], bar);
-        }
-}
-
-/* Tokens `from`.. of a tail tile lie past the KV's end: what landed
- * there is the rest of the page (or older data), and 0 * P must not
- * meet a NaN in V.  A warpgroup zeroes its own V columns' rows before
- * its PV (the S that read them is done), fences them to the async
- * proxy, and syncs the warpgroup. */
-static __device__ __forceinline__ void
-zero_tail(uint32_t stage, int from, int wg, int wtid)
-{
-    const int n = (BN - from) * 4 * 8;        /* 16-byte pieces */
-    for (int i = wtid; i < n; i += 128) {
-        const int piece = i & 7, blk = (i >> 3) & 3, row = from + (i >> 5);
-        const uint32_t a = stage + (4 * wg + blk) * BLK_BYTES + row * 128
-                           + piece * 16;
-        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};"
-                     :: "r"(a), "r"(0) : "memory");
+        for (int k = 0; k < KBLK; ++k)
+            kdt_cp_async16(d + k * BLK_BYTES, src + (ok ? k * 64 : 0),
+                           ok ? 16 : 0);
     }
-    proxy_fence();
-    wg_bar_sync(wg);
 }
 
 /* Issues S = Q K^T from the descriptors of the Q tile and of a KV tile:
@@ -494,26 +423,15 @@ rescale(float (&o)[128], float a0, float a1)
         }
 }
 
-/* Phase 1: the stages' mbarriers, the first KV tile (WG1's warp 0, by
- * TMA: WG0 waits for it in the loop) and the Q tile (all threads,
- * cp.async; padding rows zero-filled) into shared memory. */
+/* Phase 1: the Q tile (all threads) and the first KV tile (WG1) into
+ * shared memory; padding rows of Q and tokens past the KV's end are
+ * zero-filled. */
 static __device__ __forceinline__ void
 load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
-                      uint32_t sq, uint32_t sk, uint32_t kbar, int tid,
-                      int wg, int wwarp, int lane,
+                      uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
+                      const uint16_t *__restrict__ kv,
                       const int32_t *__restrict__ bt)
 {
-    if (tid == 0) {
-        mbar_init(kbar);
-        mbar_init(kbar + 8);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    if (wg == 1 && wwarp == 0 && b.t0 < b.t1) {
-        int y[CPL];
-        kv_pages(y, lane, b.t0, b.total, bt);
-        load_kv_tile(sk, kbar, &p.kv_map, y, lane, b.t0, b.total);
-    }
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
     for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
         const int row = i / CHUNKS, c = i - row * CHUNKS;
@@ -521,6 +439,11 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
         kdt_cp_async16(sq + sw_piece(BM, row, c),
                        ok ? q + (int64_t)row * D_QK + c * 8 : q,
                        ok ? 16 : 0);
+    }
+    if (wg == 1 && b.t0 < b.t1) {
+        int64_t rows[BN / 16];
+        kv_rows(rows, wtid, b.t0, b.total, bt);
+        load_kv_tile(sk, wtid, rows, kv);
     }
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
@@ -700,7 +623,7 @@ cluster_merge(const kdt_verify_attn_params &p, const va_block &b,
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
-kdt_verify_attn(const __grid_constant__ kdt_verify_attn_params p)
+kdt_verify_attn(const kdt_verify_attn_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const int tid = threadIdx.x, lane = tid & 31;
@@ -719,13 +642,10 @@ kdt_verify_attn(const __grid_constant__ kdt_verify_attn_params p)
     float *alpha_s = (float *)(smem + ALPHA_OFF);
     float *l_s = (float *)(smem + L_OFF);
 
+    const uint16_t *__restrict__ kv = p.kv_cache;
     const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
-    const uint32_t kbar = base + BAR_OFF;     /* + 8 st: stage st's */
-    /* a tail tile's first token past the KV's end, else BN */
-    const int tail_from = total % BN ? total % BN : BN;
-    const int last = (total + BN - 1) / BN - 1;
 
-    load_q_and_first_tile(p, b, sq, sk, kbar, tid, wg, wwarp, lane, bt);
+    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
 
     /* this thread's accumulator rows (of the block's 64) and column pair */
     const int r0 = 16 * wwarp + (lane >> 2);
@@ -763,7 +683,8 @@ kdt_verify_attn(const __grid_constant__ kdt_verify_attn_params p)
             s[i] = 0.f;
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0, st = it & 1;
-            mbar_wait(kbar + 8 * st, (it >> 1) & 1);
+            if (it > 0)
+                bar_sync(BAR_KFULL + st);
             wg_fence();
             qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
             wg_commit();
@@ -789,8 +710,6 @@ kdt_verify_attn(const __grid_constant__ kdt_verify_attn_params p)
             proxy_fence();
             bar_arrive(BAR_PFULL);
 
-            if (t == last && tail_from < BN)
-                zero_tail(sk + st * TILE_BYTES, tail_from, 0, wtid);
             pv_issue(o, alpha[0], alpha[1], dp, dv0,
                      st * TILE_BYTES + vcol);
             pv_finish(o);
@@ -799,34 +718,35 @@ kdt_verify_attn(const __grid_constant__ kdt_verify_attn_params p)
         if (t1 > t0)
             bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
     } else {
-        int y[CPL]; /* warp 0: the cache rows of tile t+1's chunks */
-        if (wwarp == 0)
-            kv_pages(y, lane, t0 + 1, total, bt);
+        int64_t rows[BN / 16]; /* of tile t+1 */
+        kv_rows(rows, wtid, t0 + 1, total, bt);
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0, st = it & 1, nb = st ^ 1;
             /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
             if (it > 0)
                 bar_sync(BAR_KEMPTY + nb);
-            if (wwarp == 0) {
-                if (t + 1 < t1)
-                    load_kv_tile(sk + nb * TILE_BYTES, kbar + 8 * nb,
-                                 &p.kv_map, y, lane, t + 1, total);
-                kv_pages(y, lane, t + 2, total, bt);
-            }
+            if (t + 1 < t1)
+                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
+            kdt_cp_async_commit();
+            kv_rows(rows, wtid, t + 2, total, bt);
 
             bar_sync(BAR_PFULL);
-            if (t == last && tail_from < BN)
-                zero_tail(sk + st * TILE_BYTES, tail_from, 1, wtid);
             pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
                      st * TILE_BYTES + vcol);
+            /* tile t+1 is published while this PV runs, so WG0's S of it
+             * queues behind the PV instead of waiting for its end */
+            if (t + 1 < t1) {
+                kdt_cp_async_wait<0>();
+                proxy_fence();
+                bar_arrive(BAR_KFULL + nb);
+            }
             pv_finish(o);
             bar_arrive(BAR_PEMPTY);
         }
         if (t1 > t0)
             bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
     }
-    /* every tile loaded was waited for (WG0's S of it): nothing lands
-     * after the loop, so the stages can hold the cluster merge */
+    kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
     float lse2[2] = {0.f, 0.f}; /* WG0's rows' log2-sum-exp, clustered */

@@ -24,7 +24,6 @@
 #include <cmath>
 #include <vector>
 #include <algorithm>
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 /* the kernel source: the first -I directory that has it (kernels_src, or
@@ -101,43 +100,7 @@ struct Dev {
     uint32_t *mask;
     float *lse, *ws;
     size_t ws_bytes;
-#ifdef KDT_ALIGN64
-    kdt_tensor_map kv_map; /* a variant whose kernel loads KV by TMA */
-#endif
 };
-
-#ifdef KDT_ALIGN64
-/* The KV cache as the wgmma body's TMA reads it (the library's
- * launcher encodes the same map): [tokens][576] bf16, boxes of
- * KDT_ATTN_WG_BOX_ROWS(PAGE) tokens x 64 columns, 128-byte swizzle. */
-static void
-encode_kv_map(Dev &D, int64_t tokens)
-{
-    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType,
-                                  cuuint32_t, void *, const cuuint64_t *,
-                                  const cuuint64_t *, const cuuint32_t *,
-                                  const cuuint32_t *, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                  CUtensorMapFloatOOBfill);
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                        cudaEnableDefault, &q));
-    const cuuint64_t dims[2] = {D_QK, (cuuint64_t)tokens};
-    const cuuint64_t strides[1] = {D_QK * 2};
-    const cuuint32_t box[2] = {64, KDT_ATTN_WG_BOX_ROWS(PAGE)};
-    const cuuint32_t estr[2] = {1, 1};
-    CUresult r = ((encode_fn)fn)(
-        (CUtensorMap *)&D.kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, D.kv,
-        dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
-        exit(2);
-    }
-}
-#endif
 
 static void
 upload(Dev &D, const Problem &P, int max_splits)
@@ -160,9 +123,6 @@ upload(Dev &D, const Problem &P, int max_splits)
     CK(cudaMemcpy(D.nn, P.nn.data(), R * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(D.mask, P.mask.data(), P.mask.size() * 4,
                   cudaMemcpyHostToDevice));
-#ifdef KDT_ALIGN64
-    encode_kv_map(D, P.n_pages * PAGE);
-#endif
 }
 
 static void
@@ -172,9 +132,6 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     kdt_verify_attn_params p;
     memset(&p, 0, sizeof p);
     p.q = D.q;
-#ifdef KDT_ALIGN64
-    p.kv_map = D.kv_map;
-#endif
     p.kv_cache = D.kv;
     p.block_table = D.bt + (size_t)copy * P.R * P.max_pages;
     p.past_len = D.past;
