@@ -26,7 +26,8 @@
  * Phases: load_q_and_first_tile; per tile, WG0's qk_issue (S), mask_tail
  * and softmax_to_p, pv_issue / pv_finish, and WG1's kv_rows /
  * load_kv_tile, pv_issue / pv_finish; then the epilogue (row sums, LSE,
- * normalised O), or, when the row tile's splits were launched as one
+ * normalised O: store_o, through shared memory in whole lines, when the
+ * block is unsplit), or, when the row tile's splits were launched as one
  * cluster, cluster_merge (the splits merged through distributed shared
  * memory: no workspace, no merge kernel).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
@@ -622,6 +623,46 @@ cluster_merge(const kdt_verify_attn_params &p, const va_block &b,
     cluster_sync();
 }
 
+/* Phase 3c, an unsplit block's O: normalised, as bf16, through shared
+ * memory to global memory in whole lines, where the accumulator's
+ * layout would store 16 bytes a row a warp instruction.  Each warp
+ * stages only what it holds (its 16 rows of its warpgroup's 256
+ * columns, in the KV stages the loop is done with; rows OB_LD apart, so
+ * that its 8 rows of 4-byte stores hit 32 distinct banks), so a
+ * __syncwarp is all the hand-off needs; then each of its rows leaves as
+ * 512 contiguous bytes, 16 a lane.  Padded rows get zeros. */
+constexpr int OB_LD = D_V + 8;                /* bf16 a staged row */
+static_assert(BM * OB_LD * 2 <= 2 * TILE_BYTES, "O fits in the stages");
+
+static __device__ __forceinline__ void
+store_o(const kdt_verify_attn_params &p, const va_block &b,
+        const float (&o)[128], const float *l_s, uint16_t *ob, int r0,
+        int c2, int wg, int wwarp, int lane)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        const float l = l_s[row];
+        const float inv = l > 0.f && b.m0 + row < b.valid_rows ? 1.f / l : 0.f;
+        uint32_t *dst = (uint32_t *)(ob + row * OB_LD + VCOLS * wg + c2);
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+            dst[4 * j] = kdt_pack_bf16x2(o[4 * j + 2 * h] * inv,
+                                         o[4 * j + 2 * h + 1] * inv);
+    }
+    __syncwarp();
+    const int rows = min(BM, ROWS - b.m0);
+    const int col = VCOLS * wg + 8 * lane;
+#pragma unroll 4
+    for (int i = 0; i < 16; ++i) {
+        const int row = 16 * wwarp + i;
+        if (row >= rows)
+            break;
+        *(uint4 *)(p.o + (b.req_row0 + b.m0 + row) * D_V + col) =
+            *(const uint4 *)(ob + row * OB_LD + col);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
@@ -771,6 +812,11 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         return;
     }
 
+    if (b.nsplit == 1) {
+        store_o(p, b, o, l_s, (uint16_t *)(smem + K_OFF), r0, c2, wg, wwarp,
+                lane);
+        return;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;
