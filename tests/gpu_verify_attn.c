@@ -29,7 +29,10 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "kdt_attn_tiles.h"
 #include "kdtree.h"
+#include "jit/registry.h"
+#include "runtime/runtime.h"
 #include "ref/ddtree.h"
 #include "ref/verify_attn.h"
 
@@ -350,9 +353,48 @@ START_TEST(splits)
     bad += run_check(&p, 0, 1, NULL, "splits=auto");
     bad += run_check(&p, -2, 1, NULL, "cluster=2");
     bad += run_check(&p, -3, 1, NULL, "cluster=3");
+    bad += run_check(&p, -6, 1, NULL, "cluster=6");
     bad += run_check(&p, -8, 1, NULL, "cluster=8");
     prob_free(&p);
     ck_assert_msg(bad == 0, "splits: %ld elements out of tolerance", bad);
+}
+END_TEST
+
+/* How many clusters of each size the device runs at once, as the split
+ * rule asks (kdt_cluster_fit): at most the SMs' worth, nothing past the
+ * runtime's limit, the same answer twice; and the library's own choice
+ * at 17 row tiles over 4k tokens, which on the H200 is 6 ways as one
+ * cluster (docs/contract.md, "Workspace and splits"). */
+START_TEST(cluster_fit)
+{
+    int past[] = {4096};
+    int nn[] = {65};
+    prob p;
+    prob_init(&p, 1, 16, 65, 64, past, nn, TREE_RANDOM, 0.0722f);
+    long bad = run_check(&p, 0, 1, NULL, "17 row tiles, auto");
+    prob_free(&p);
+    ck_assert_msg(bad == 0, "cluster_fit: %ld elements out of tolerance",
+                  bad);
+
+    kdtree_runtime *rt = gpu_runtime();
+    const int64_t vals[3] = {16, 64, 65};
+    kdt_loaded *m;
+    ck_assert_int_eq(kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals),
+                     KDTREE_OK);
+    const int wg = !strcmp(kdtree_runtime_target(rt), "sm_90a");
+    const unsigned threads = wg ? KDT_ATTN_WG_THREADS : KDT_ATTN_THREADS;
+    const unsigned smem = wg ? KDT_ATTN_WG_SMEM : KDT_ATTN_SMEM;
+    for (unsigned n = 1; n <= KDT_MAX_CLUSTER + 1; n++) {
+        int f = kdt_cluster_fit(rt, m, n, threads, smem);
+        ck_assert_int_eq(kdt_cluster_fit(rt, m, n, threads, smem), f);
+        if (n < 2 || (int)n > rt->max_cluster) {
+            ck_assert_int_eq(f, 0);
+            continue;
+        }
+        fprintf(stderr, "cluster_fit: %u blocks: %d at once\n", n, f);
+        ck_assert_int_ge(f, 1);
+        ck_assert_int_le((int64_t)f * n, rt->sm_count);
+    }
 }
 END_TEST
 
@@ -450,6 +492,7 @@ suite(void)
     tcase_add_test(tc, ddtree_trees);
     tcase_add_test(tc, big_tree);
     tcase_add_test(tc, splits);
+    tcase_add_test(tc, cluster_fit);
     tcase_add_test(tc, negative_scale);
     tcase_add_test(tc, no_lse_stream);
     suite_add_tcase(s, tc);

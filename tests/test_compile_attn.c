@@ -134,14 +134,18 @@ START_TEST(split_rule)
 END_TEST
 
 /* When the splits run as one cluster a row tile (the wgmma body's
- * in-cluster merge): the cases the rule was read off, and the limits. */
+ * in-cluster merge): the cases the rule was read off, and the limits, on
+ * the H200 (132 SMs), with the clusters of each size its driver says run
+ * at once (cuOccupancyMaxActiveClusters; docs/performance.md, ninth
+ * session). */
 static int
 cluster_of(const kdt_va_split_costs *c, int R, int H, int n_max, int pages,
            int max_cluster)
 {
+    static const int64_t fit[9] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
     const int64_t cap = (int64_t)pages * 64;
     int s = kdt_va_pick_splits(c, R, n_max, H, cap, 132);
-    return kdt_va_pick_cluster(c, s, R, n_max, H, cap, 132, max_cluster);
+    return kdt_va_pick_cluster(c, s, R, n_max, H, cap, 132, fit, max_cluster);
 }
 
 START_TEST(cluster_rule)
@@ -157,10 +161,15 @@ START_TEST(cluster_rule)
     /* 65 row tiles at 4k: 2 ways either way, the cluster (1.09x) */
     ck_assert_int_eq(cluster_of(wg, 1, 64, 65, 66, 8), 2);
     /* 17 row tiles at 4k: 6 through the workspace beat 4 clustered
-     * (0.92x), and 8 clustered would be two waves (136 blocks) */
-    ck_assert_int_eq(cluster_of(wg, 1, 16, 65, 66, 8), 1);
-    /* 33 row tiles: 4 clustered is 132 blocks, but clusters of 4 fill
-     * only 128 of the H200's SMs (measured 0.52x): the workspace */
+     * (0.92x); 6 clustered (the 17 clusters of 6 that fit) beat them
+     * (1.08-1.10x); 8 clustered would be two waves */
+    ck_assert_int_eq(cluster_of(wg, 1, 16, 65, 66, 8), 6);
+    ck_assert_int_eq(cluster_of(wg, 1, 16, 65, 66, 4), 1);
+    /* ... and one more row tile than fit as clusters of 6: the workspace */
+    ck_assert_int_eq(cluster_of(wg, 1, 8, 144, 66, 8), 1);
+    /* 33 row tiles: 4 clustered is 132 blocks, but only 30 clusters of 4
+     * fit at once (measured 0.52x), and 3 clustered (odd) ran 0.87x:
+     * the workspace, at 4k and 32k */
     ck_assert_int_eq(cluster_of(wg, 1, 8, 257, 66, 8), 1);
     ck_assert_int_eq(cluster_of(wg, 1, 8, 257, 514, 8), 1);
     /* 8 requests of 9 row tiles: 2 clustered is 144 blocks, two waves */

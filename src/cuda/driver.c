@@ -125,6 +125,8 @@ load(void)
     kdt_dl_path(h, name, loaded_path, sizeof loaded_path);
     /* Optional: see kdt_driver.launch_kernel_ex. */
     *(void **)&drv.launch_kernel_ex = dlsym(h, "cuLaunchKernelEx");
+    *(void **)&drv.occupancy_max_active_clusters =
+        dlsym(h, "cuOccupancyMaxActiveClusters");
     /* cuEventElapsedTime_v2 replaces the plain one from CUDA 12.8 on;
      * prefer it where the driver has it (same signature). */
     void *v2 = dlsym(h, "cuEventElapsedTime_v2");

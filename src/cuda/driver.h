@@ -43,6 +43,11 @@ typedef struct kdt_driver {
      * cluster (draft_topk runs one block per row). */
     CUresult (*launch_kernel_ex)(const CUlaunchConfig *, CUfunction, void **,
                                  void **);
+    /* cuOccupancyMaxActiveClusters (CUDA 12.0+): how many clusters of a
+     * launch run at once.  Optional: NULL where the driver lacks it, and
+     * then no launch counts on a cluster size fitting. */
+    CUresult (*occupancy_max_active_clusters)(int *, CUfunction,
+                                              const CUlaunchConfig *);
     /* Used by the tests, the bench and the tools, not by the launch path. */
     CUresult (*mem_alloc)(CUdeviceptr *, size_t);
     CUresult (*mem_free)(CUdeviceptr);

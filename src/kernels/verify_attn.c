@@ -125,19 +125,25 @@ va_splits(const kdtree_runtime *rt, const va_geom *g, int32_t R, int32_t H,
 }
 
 /* Blocks a row tile's cluster holds (1: the splits, if any, go through
- * the workspace and the merge kernel). */
+ * the workspace and the merge kernel), for the loaded kernel m: how many
+ * clusters of each size fit at once comes from the device. */
 static int
-va_cluster(const kdtree_runtime *rt, const va_geom *g, int splits, int32_t R,
-           int32_t H, int32_t n_max, int64_t cap)
+va_cluster(kdtree_runtime *rt, kdt_loaded *m, const va_geom *g, int splits,
+           int32_t R, int32_t H, int32_t n_max, int64_t cap)
 {
     if (kdt_verify_attn_splits_override < 0) {
         int ok = g->costs->cluster_cost > 0 && splits <= rt->max_cluster;
         return ok ? splits : 1;
     }
-    if (kdt_verify_attn_splits_override > 0)
+    if (kdt_verify_attn_splits_override > 0 || splits <= 1 ||
+        g->costs->cluster_cost <= 0)
         return 1;
+    int64_t fit[KDT_MAX_CLUSTER + 1] = {0};
+    for (int n = 2; n <= rt->max_cluster; n++)
+        fit[n] = kdt_cluster_fit(rt, m, (unsigned)n, (unsigned)g->threads,
+                                 (unsigned)g->smem);
     return kdt_va_pick_cluster(g->costs, splits, R, n_max, H, cap,
-                               va_slots(rt, g), rt->max_cluster);
+                               va_slots(rt, g), fit, rt->max_cluster);
 }
 
 static uint64_t
@@ -274,7 +280,7 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     /* a row tile's splits as one cluster (of its own count, which
      * kdt_va_pick_cluster may make other than the workspace's): merged
      * there, no workspace, no merge kernel */
-    const int cluster = va_cluster(rt, &g, splits, R, H, n_max, cap);
+    const int cluster = va_cluster(rt, m, &g, splits, R, H, n_max, cap);
     if (cluster > 1) {
         p.num_splits = cluster;
         return kdt_launch_cluster(rt, m->fn[0], tiles, (unsigned)cluster,

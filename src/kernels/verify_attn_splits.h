@@ -94,23 +94,27 @@ kdt_va_pick_splits(const kdt_va_split_costs *c, int64_t R, int64_t n_max,
  * cluster of C blocks a row tile, merged there (no partials through
  * global memory, no merge kernel): C, or 1 for the workspace path.  The
  * cluster costs ceil(tiles / C) + cluster_cost, against the workspace's
- * cost of S; C is 2, 4 or 8, at most max_cluster, at least min_tiles
- * tiles a split, and the whole grid one wave (more waves of clusters
- * were not modelled, and measured slower).  A wave holds fewer blocks in
- * clusters: a cluster's blocks share a GPC, and Hopper's GPCs have 16
- * or 18 SMs, so clusters of 4 or 8 leave 2 SMs of an 18-SM GPC idle.
- * The wave is taken as `slots` for C = 2 and `slots` rounded down to a
- * multiple of 16 for 4 and 8 (on the H200, 33 clusters of 4 did not fit
- * its 132 SMs: two waves, 0.52-0.62x).  cluster_cost was
- * read off five comparisons on the H200 (docs/performance.md, eighth
- * session), which it orders right: 9 row tiles at 4k, 8 clustered
- * against 10 through the workspace, 1.11x; 65 row tiles at 4k, 2 ways
- * either way, 1.06-1.09x; 17 row tiles at 4k, 4 clustered against 7,
- * 0.92x; 9 row tiles at 32k, 8 against 14, 0.70x. */
+ * cost of S; C is even, 2 to max_cluster, at least min_tiles tiles a
+ * split, and the whole grid one wave: its row_tiles * R clusters at most
+ * fit[C] (fit has max_cluster + 1 entries), the clusters of C blocks the
+ * device runs at once (more waves of clusters were not modelled, and
+ * measured slower).  fit[] comes from the device
+ * (cuOccupancyMaxActiveClusters), because a cluster's blocks share a GPC
+ * and a GPC's SMs need not divide by C: the H200 runs 66, 30, 17 and 15
+ * clusters of 2, 4, 6 and 8 at once, where 132 SMs would hold 66, 33, 22
+ * and 16 (33 clusters of 4 ran as two waves: 0.52-0.62x).  The cheapest
+ * C wins, the smallest on a tie.  cluster_cost was read off the H200's
+ * comparisons (docs/performance.md, eighth and ninth sessions), which it
+ * orders right: 9 row tiles at 4k, 8 clustered against 10 through the
+ * workspace, 1.11x; 65 row tiles at 4k, 2 ways either way, 1.06-1.09x;
+ * 17 row tiles at 4k, 4 clustered against 7, 0.92x, and 6 clustered
+ * against 6, 1.08-1.10x; 9 row tiles at 32k, 8 against 14, 0.70x.  Odd
+ * sizes are left out: the one measured, 3 clustered against 4 splits at
+ * 33 row tiles and 4k, ran 0.87x where this cost puts them level. */
 static inline int
 kdt_va_pick_cluster(const kdt_va_split_costs *c, int splits, int64_t R,
                     int64_t n_max, int64_t H, int64_t cap, int64_t slots,
-                    int max_cluster)
+                    const int64_t *fit, int max_cluster)
 {
     if (c->cluster_cost <= 0 || splits <= 1)
         return 1;
@@ -119,10 +123,9 @@ kdt_va_pick_cluster(const kdt_va_split_costs *c, int splits, int64_t R,
     double best = kdt_va_split_cost(c, R, row_tiles, tiles,
                                     slots < 1 ? 1 : slots, splits);
     int pick = 1;
-    for (int64_t n = 2; n <= 8 && n <= max_cluster; n *= 2) {
+    for (int64_t n = 2; n <= max_cluster; n += 2) {
         const double cost = (double)((tiles + n - 1) / n) + c->cluster_cost;
-        const int64_t wave = n == 2 ? slots : slots / 16 * 16;
-        if (n * c->min_tiles <= tiles && row_tiles * R * n <= wave &&
+        if (n * c->min_tiles <= tiles && row_tiles * R <= fit[n] &&
             cost < best) {
             best = cost;
             pick = (int)n;

@@ -107,7 +107,7 @@ runtime_create(kdtree_runtime **out, int32_t device, const char *target,
     if (d->device_get_attribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
                                 rt->dev) != CUDA_SUCCESS)
         clusters = 0;
-    rt->max_cluster = clusters && d->launch_kernel_ex ? 8 : 1;
+    rt->max_cluster = clusters && d->launch_kernel_ex ? KDT_MAX_CLUSTER : 1;
     /* "sm_90a" on Hopper (kdt_arch_suffix) */
     int cc = rt->cc_major * 10 + rt->cc_minor;
     snprintf(rt->arch, sizeof rt->arch, "sm_%d%s", cc, kdt_arch_suffix(cc));
@@ -406,6 +406,63 @@ done:
 
 /* ---- launch ---------------------------------------------------------------- */
 
+/* A launch configuration of grid_x x grid_y x grid_z blocks of block_x
+ * threads in clusters of cluster_x x cluster_y (`attr` holds them). */
+static CUlaunchConfig
+cluster_config(CUlaunchAttribute *attr, unsigned grid_x, unsigned grid_y,
+               unsigned grid_z, unsigned block_x, unsigned cluster_x,
+               unsigned cluster_y, unsigned smem, CUstream stream)
+{
+    memset(attr, 0, sizeof *attr);
+    attr->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr->value.clusterDim.x = cluster_x;
+    attr->value.clusterDim.y = cluster_y;
+    attr->value.clusterDim.z = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = grid_x;
+    cfg.gridDimY = grid_y;
+    cfg.gridDimZ = grid_z;
+    cfg.blockDimX = block_x;
+    cfg.blockDimY = 1;
+    cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+int
+kdt_cluster_fit(kdtree_runtime *rt, kdt_loaded *e, unsigned cluster,
+                unsigned block_x, unsigned smem)
+{
+    if (cluster < 2 || cluster > (unsigned)rt->max_cluster)
+        return 0;
+    int n = atomic_load_explicit(&e->cluster_fit[cluster],
+                                 memory_order_relaxed);
+    if (n)
+        return n > 0 ? n : 0;
+    /* Racing callers ask the same question and store the same answer. */
+    const kdt_driver *d = rt->drv;
+    n = -1;
+    if (d->occupancy_max_active_clusters &&
+        d->ctx_push_current(rt->ctx) == CUDA_SUCCESS) {
+        CUlaunchAttribute attr;
+        CUlaunchConfig cfg = cluster_config(&attr, 1, cluster, 1, block_x, 1,
+                                            cluster, smem, NULL);
+        int got = 0;
+        if (d->occupancy_max_active_clusters(&got, e->fn[0], &cfg) ==
+                CUDA_SUCCESS &&
+            got > 0)
+            n = got;
+        CUcontext prev;
+        d->ctx_pop_current(&prev);
+    }
+    atomic_store_explicit(&e->cluster_fit[cluster], n, memory_order_relaxed);
+    return n > 0 ? n : 0;
+}
+
 /* One launch in whatever context is current. */
 static CUresult
 launch_now(const kdt_driver *d, CUfunction fn, unsigned grid_x,
@@ -417,23 +474,8 @@ launch_now(const kdt_driver *d, CUfunction fn, unsigned grid_x,
         return d->launch_kernel(fn, grid_x, grid_y, grid_z, block_x, 1, 1,
                                 smem, stream, args, NULL);
     CUlaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = cluster_x;
-    attr.value.clusterDim.y = cluster_y;
-    attr.value.clusterDim.z = 1;
-    CUlaunchConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = grid_x;
-    cfg.gridDimY = grid_y;
-    cfg.gridDimZ = grid_z;
-    cfg.blockDimX = block_x;
-    cfg.blockDimY = 1;
-    cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = smem;
-    cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    CUlaunchConfig cfg = cluster_config(&attr, grid_x, grid_y, grid_z, block_x,
+                                        cluster_x, cluster_y, smem, stream);
     return d->launch_kernel_ex(&cfg, fn, args, NULL);
 }
 

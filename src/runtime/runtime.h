@@ -20,12 +20,18 @@
 
 #define KDT_TABLE_SIZE 512 /* a power of two; at most 3/4 of it is filled */
 
+/* Blocks a cluster may hold: the portable size. */
+#define KDT_MAX_CLUSTER 8
+
 typedef struct kdt_loaded {
     int kernel;
     int64_t vals[KDT_MAX_CONSTS];
     CUmodule module;
     CUfunction fn[KDT_MAX_FUNCS];
     int max_dynamic_smem; /* bytes a launch of fn[i] may ask for */
+    /* kdt_cluster_fit's answers for fn[0], by blocks a cluster: 0 not
+     * asked yet, -1 none */
+    _Atomic int cluster_fit[KDT_MAX_CLUSTER + 1];
 } kdt_loaded;
 
 struct kdtree_runtime {
@@ -36,8 +42,8 @@ struct kdtree_runtime {
     int cc_major, cc_minor;
     int sm_count;
     int max_smem_optin; /* per block, bytes */
-    int max_cluster;    /* blocks a launch's cluster may hold: 8 (the
-                         * portable size) with cluster launch, else 1 */
+    int max_cluster;    /* blocks a launch's cluster may hold:
+                         * KDT_MAX_CLUSTER with cluster launch, else 1 */
     char arch[16];      /* "sm_90a": the device's own architecture */
     /* What NVRTC builds for it: the target the runtime was created for,
      * else chosen on the first load (under load_lock).  target_ready
@@ -93,5 +99,15 @@ int kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
                        unsigned grid_y, unsigned grid_z, unsigned cluster_x,
                        unsigned cluster_y, unsigned block_x, unsigned smem,
                        void *stream, void *params);
+
+/* How many clusters of `cluster` blocks (dims 1 x cluster x 1) of
+ * e->fn[0], `block_x` threads and `smem` bytes a block, the device runs
+ * at once (cuOccupancyMaxActiveClusters: a cluster's blocks share a GPC,
+ * so this is less than SMs / cluster where GPCs do not divide evenly).
+ * 0 when none, when cluster is 1 or past rt->max_cluster, or when the
+ * driver cannot say.  Asked once an entry and size (a caller passes the
+ * same block and smem every time), then read from e. */
+int kdt_cluster_fit(kdtree_runtime *rt, kdt_loaded *e, unsigned cluster,
+                    unsigned block_x, unsigned smem);
 
 #endif /* KDT_RUNTIME_H */

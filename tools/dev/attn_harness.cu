@@ -13,6 +13,7 @@
  *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
+ *   ./h8 fit                         clusters of 2..8 the device runs at once
  *
  * SPLITS 0 means "what the library would pick" (the rules of
  * src/kernels/verify_attn_splits.h); a negative SPLITS, -SPLITS ways as
@@ -41,6 +42,33 @@
             cudaGetErrorString(e_)); exit(2); } } while (0)
 
 static int sm_count;
+/* clusters of n blocks (1 x n) of the kernel that run at once, as the
+ * library asks the driver (kdt_cluster_fit) */
+static int64_t cluster_fit[9];
+
+static void
+ask_cluster_fit(void)
+{
+    for (int n = 2; n <= 8; ++n) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = n;
+        at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(1, n, 1);
+        cfg.blockDim = dim3(NTHREADS);
+        cfg.dynamicSmemBytes = SMEM_BYTES;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        int got = 0;
+        if (cudaOccupancyMaxActiveClusters(&got, kdt_verify_attn, &cfg) !=
+            cudaSuccess)
+            got = 0;
+        cluster_fit[n] = got;
+    }
+    cudaGetLastError();
+}
 
 /* The library's rules, from the header the launcher reads; one block an
  * SM (both bodies), clusters of up to 8: the split count, negative when
@@ -51,7 +79,8 @@ pick_splits(int R, int64_t cap)
     const kdt_va_split_costs *c = KDT_ATTN_WGMMA ? &kdt_va_costs_wgmma
                                                  : &kdt_va_costs_mma;
     const int s = kdt_va_pick_splits(c, R, N_MAX, H, cap, sm_count);
-    const int n = kdt_va_pick_cluster(c, s, R, N_MAX, H, cap, sm_count, 8);
+    const int n = kdt_va_pick_cluster(c, s, R, N_MAX, H, cap, sm_count,
+                                      cluster_fit, 8);
     return n > 1 ? -n : s;
 }
 
@@ -312,6 +341,13 @@ main(int argc, char **argv)
     CK(cudaFuncSetAttribute(kdt_verify_attn,
                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 #endif
+    ask_cluster_fit();
+    if (argc >= 2 && !strcmp(argv[1], "fit")) {
+        for (int n = 2; n <= 8; ++n)
+            printf("clusters of %d: %lld at once\n", n,
+                   (long long)cluster_fit[n]);
+        return 0;
+    }
     if (argc >= 6 && !strcmp(argv[1], "check"))
         return check(argc, argv);
     if (argc >= 5 && !strcmp(argv[1], "bench"))

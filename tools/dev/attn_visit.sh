@@ -37,7 +37,7 @@ SANITIZE=${SANITIZE-mma}
 NCU=${NCU:-}
 # shapes NAME:H:PAGE:N_MAX
 SHAPES="A:8:64:65 B:1:1:1 D:16:16:17 F:16:64:65 G:128:64:65 H:8:16:1025
-K:64:64:65 I:8:64:513 J:16:64:513"
+K:64:64:65 I:8:64:513 J:16:64:513 L:8:64:257"
 
 for v in $VARIANTS; do
     IFS=: read vn va kd <<< "$v"
