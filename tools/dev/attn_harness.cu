@@ -46,21 +46,31 @@ static int sm_count;
  * library asks the driver (kdt_cluster_fit) */
 static int64_t cluster_fit[9];
 
+/* A launch of `grid` blocks of the kernel in clusters of 1 x n (`at`
+ * holds the attribute). */
+static cudaLaunchConfig_t
+cluster_config(cudaLaunchAttribute *at, dim3 grid, int n, cudaStream_t st)
+{
+    cudaLaunchConfig_t cfg = {};
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = 1;
+    at->val.clusterDim.y = n;
+    at->val.clusterDim.z = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(NTHREADS);
+    cfg.dynamicSmemBytes = SMEM_BYTES;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
 static void
 ask_cluster_fit(void)
 {
     for (int n = 2; n <= 8; ++n) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1;
-        at[0].val.clusterDim.y = n;
-        at[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3(1, n, 1);
-        cfg.blockDim = dim3(NTHREADS);
-        cfg.dynamicSmemBytes = SMEM_BYTES;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = cluster_config(&at, dim3(1, n, 1), n, 0);
         int got = 0;
         if (cudaOccupancyMaxActiveClusters(&got, kdt_verify_attn, &cfg) !=
             cudaSuccess)
@@ -184,18 +194,8 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     p.scale = scale;
     dim3 grid((ROWS + BM - 1) / BM, splits, P.R);
     if (cl > 1) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1;
-        at[0].val.clusterDim.y = cl;
-        at[0].val.clusterDim.z = 1;
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(NTHREADS);
-        cfg.dynamicSmemBytes = SMEM_BYTES;
-        cfg.stream = st;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = cluster_config(&at, grid, cl, st);
         CK(cudaLaunchKernelEx(&cfg, kdt_verify_attn, p));
         return;
     }
