@@ -18,6 +18,19 @@
  * SPLITS 0 means "what the library would pick" (the rules of
  * src/kernels/verify_attn_splits.h); a negative SPLITS, -SPLITS ways as
  * one cluster a row tile (the wgmma body's in-cluster merge).
+ *
+ * Environment, for taking the harness toward kdtree-bench's conditions
+ * (docs/performance.md, ninth session):
+ *   H_CUBIN=FILE      launch FILE's kdt_verify_attn (e.g. the library's
+ *                     NVRTC build, from a kdtree-cache entry) through the
+ *                     driver API instead of this binary's (no clusters)
+ *   H_POOL_PAGES=N    spread the pages over a pool of N pages
+ *   H_SCALE=X         bench's softmax scale (default 0.0722)
+ *   H_DATA=bench      kdtree-bench's values (small exponents; Q from the
+ *                     KV's bytes) instead of uniform [-1, 1)
+ *   H_REPS=N          bench: N launches a batch, 21 batches (default 4, 15)
+ *   H_SPIN=US         bench: a one-thread spin kernel of US microseconds
+ *                     before each batch, as kdtree-bench queues them
  */
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +38,7 @@
 #include <cmath>
 #include <vector>
 #include <algorithm>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 /* the kernel source: the first -I directory that has it (kernels_src, or
@@ -42,6 +56,86 @@
             cudaGetErrorString(e_)); exit(2); } } while (0)
 
 static int sm_count;
+
+/* The environment's knobs (the comment at the top), read once. */
+struct Knobs {
+    const char *cubin;
+    int64_t pool_pages;
+    float scale;
+    bool bench_data;
+    int reps, batches;
+    long long spin_us;
+};
+static Knobs knobs;
+
+static void
+read_knobs(void)
+{
+    const char *e;
+    knobs.cubin = getenv("H_CUBIN");
+    knobs.pool_pages = (e = getenv("H_POOL_PAGES")) ? atoll(e) : 0;
+    knobs.scale = (e = getenv("H_SCALE")) ? (float)atof(e) : 0.0722f;
+    knobs.bench_data = (e = getenv("H_DATA")) && !strcmp(e, "bench");
+    knobs.reps = (e = getenv("H_REPS")) ? std::max(1, atoi(e)) : 4;
+    knobs.batches = getenv("H_REPS") ? 21 : 15;
+    knobs.spin_us = (e = getenv("H_SPIN")) ? atoll(e) : 0;
+}
+
+/* H_CUBIN's kernel and the driver entry points that launch it. */
+typedef CUresult (*load_fn)(CUmodule *, const void *);
+typedef CUresult (*getf_fn)(CUfunction *, CUmodule, const char *);
+typedef CUresult (*seta_fn)(CUfunction, CUfunction_attribute, int);
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+static CUfunction cubin_fn;
+static launch_fn cubin_launch;
+
+static void *
+driver_fn(const char *name)
+{
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault,
+                                        &q));
+    return fn;
+}
+
+/* A kdtree-cache entry holds its cubin after a header: from the ELF
+ * magic on (trailing bytes are ignored by the loader). */
+static void
+load_cubin(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "H_CUBIN %s: cannot open\n", path);
+        exit(2);
+    }
+    std::vector<char> buf;
+    char tmp[65536];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+        buf.insert(buf.end(), tmp, tmp + n);
+    fclose(f);
+    size_t at = 0;
+    while (at + 4 <= buf.size() && memcmp(&buf[at], "\x7f" "ELF", 4))
+        ++at;
+    CUmodule m;
+    CK(cudaFree(0)); /* the primary context, current */
+    if (at + 4 > buf.size() ||
+        ((load_fn)driver_fn("cuModuleLoadData"))(&m, &buf[at]) !=
+            CUDA_SUCCESS ||
+        ((getf_fn)driver_fn("cuModuleGetFunction"))(&cubin_fn, m,
+                                                    "kdt_verify_attn") !=
+            CUDA_SUCCESS) {
+        fprintf(stderr, "H_CUBIN %s: no loadable kdt_verify_attn\n", path);
+        exit(2);
+    }
+    ((seta_fn)driver_fn("cuFuncSetAttribute"))(
+        cubin_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        SMEM_BYTES);
+    cubin_launch = (launch_fn)driver_fn("cuLaunchKernel");
+}
 /* clusters of n blocks (1 x n) of the kernel that run at once, as the
  * library asks the driver (kdt_cluster_fit) */
 static int64_t cluster_fit[9];
@@ -113,20 +207,29 @@ make_problem(Problem &P, int R, const std::vector<int> &past,
     for (int r = 0; r < R; ++r)
         cap = std::max<int64_t>(cap, past[r] + nn[r]);
     P.max_pages = (int)std::max<int64_t>(1, (cap + PAGE - 1) / PAGE + 1);
-    P.n_pages = (int64_t)R * P.max_pages * copies;
+    const int64_t used = (int64_t)R * P.max_pages * copies;
+    P.n_pages = std::max(used, knobs.pool_pages);
     /* a shuffled permutation of the physical pages */
     std::vector<int32_t> perm(P.n_pages);
     for (int64_t i = 0; i < P.n_pages; ++i)
         perm[i] = (int32_t)i;
     for (int64_t i = P.n_pages - 1; i > 0; --i)
         std::swap(perm[i], perm[ref_attn_rand(&seed) % (uint64_t)(i + 1)]);
-    P.bt.assign(perm.begin(), perm.end()); /* copies * [R][max_pages] */
+    /* copies * [R][max_pages], drawn from the whole pool */
+    P.bt.assign(perm.begin(), perm.begin() + used);
     P.kv.resize((size_t)P.n_pages * PAGE * D_QK);
-    for (auto &x : P.kv)
-        x = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    for (auto &x : P.kv) {
+        if (knobs.bench_data) { /* tools/bench_verify_attn.c's va_bf16 */
+            const uint64_t r = ref_attn_rand(&seed);
+            x = (uint16_t)(((r & 1) << 15) | ((126 - (r >> 1) % 8) << 7) |
+                           ((r >> 8) & 0x7f));
+        } else
+            x = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    }
     P.q.resize((size_t)R * ROWS * D_QK);
-    for (auto &x : P.q)
-        x = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+    for (size_t i = 0; i < P.q.size(); ++i)
+        P.q[i] = knobs.bench_data ? P.kv[i % P.kv.size()]
+                                  : ref_attn_f32_to_bf16(ref_attn_randf(&seed));
     P.mask.resize((size_t)R * N_MAX * W);
     for (int r = 0; r < R; ++r)
         ref_attn_random_tree(&P.mask[(size_t)r * N_MAX * W], nullptr, nn[r],
@@ -183,6 +286,10 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     const int cl = splits < 0 ? -splits : 1;
     if (splits < 0)
         splits = cl;
+    if (cl > 1 && cubin_fn) {
+        fprintf(stderr, "negative SPLITS (a cluster): not with H_CUBIN\n");
+        exit(2);
+    }
     if (cl > 1 && !KDT_ATTN_WGMMA) {
         fprintf(stderr, "negative SPLITS (a cluster): the wgmma body only\n");
         exit(2);
@@ -199,7 +306,16 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
         CK(cudaLaunchKernelEx(&cfg, kdt_verify_attn, p));
         return;
     }
-    kdt_verify_attn<<<grid, NTHREADS, SMEM_BYTES, st>>>(p);
+    if (cubin_fn) {
+        void *args[1] = {&p};
+        if (cubin_launch(cubin_fn, grid.x, grid.y, grid.z, NTHREADS, 1, 1,
+                         SMEM_BYTES, (CUstream)st, args, nullptr) !=
+            CUDA_SUCCESS) {
+            fprintf(stderr, "H_CUBIN: cuLaunchKernel failed\n");
+            exit(2);
+        }
+    } else
+        kdt_verify_attn<<<grid, NTHREADS, SMEM_BYTES, st>>>(p);
     if (splits > 1) {
         kdt_verify_attn_merge<<<dim3(ROWS, P.R), KDT_ATTN_MERGE_THREADS, 0,
                                 st>>>(p);
@@ -280,6 +396,15 @@ check(int argc, char **argv)
     return bad ? 1 : 0;
 }
 
+/* H_SPIN's head start: one thread spinning `cycles` clocks. */
+__global__ void
+spin_kernel(long long cycles)
+{
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
 static int
 bench(int argc, char **argv)
 {
@@ -297,7 +422,7 @@ bench(int argc, char **argv)
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     double flops = (double)R * N_MAX * H * past * 2176.0;
-    float scale = 0.0722f;
+    const float scale = knobs.scale;
     for (int i = 4; i < argc; ++i) {
         int splits = atoi(argv[i]);
         if (splits == 0)
@@ -306,8 +431,10 @@ bench(int argc, char **argv)
             launch(D, P, splits, w % copies, scale, st);
         CK(cudaGetLastError());
         std::vector<float> ts;
-        for (int it = 0; it < 15; ++it) {
-            int reps = 4;
+        for (int it = 0; it < knobs.batches; ++it) {
+            const int reps = knobs.reps;
+            if (knobs.spin_us) /* ~1.8 GHz */
+                spin_kernel<<<1, 1, 0, st>>>(knobs.spin_us * 1800);
             CK(cudaEventRecord(a, st));
             for (int k = 0; k < reps; ++k)
                 launch(D, P, splits, (it * reps + k) % copies, scale, st);
@@ -342,6 +469,9 @@ main(int argc, char **argv)
                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 #endif
     ask_cluster_fit();
+    read_knobs();
+    if (knobs.cubin)
+        load_cubin(knobs.cubin);
     if (argc >= 2 && !strcmp(argv[1], "fit")) {
         for (int n = 2; n <= 8; ++n)
             printf("clusters of %d: %lld at once\n", n,
