@@ -125,16 +125,31 @@ va_block_begin(va_block &b, const kdt_verify_attn_params &p, bool clustered)
     return true;
 }
 
-/* Row m's log-sum-exp from its reference maximum and row sum (log2
- * units): the natural-log lse when unsplit (-inf on padded rows), else the
- * split's log2 value for the merge. */
+/* A row's log2-sum-exp from its reference maximum and row sum (log2
+ * units): -inf for a row that saw nothing. */
+static __device__ __forceinline__ float
+va_lse2(float m_ref, float l)
+{
+    return l > 0.f ? m_ref + kdt_log2(l) : kdt_neg_inf();
+}
+
+/* Row m's 1 / l, what its O is normalised by: 0 for a padded row (past
+ * the request's valid rows) or one that saw nothing, so it comes out as
+ * zeros. */
+static __device__ __forceinline__ float
+va_row_inv(const va_block &b, int m, float l)
+{
+    return l > 0.f && m < b.valid_rows ? 1.f / l : 0.f;
+}
+
+/* Row m's log2-sum-exp lse2 (va_lse2): the natural-log lse when unsplit
+ * (-inf on padded rows), else the split's log2 value for the merge. */
 static __device__ __forceinline__ void
 va_store_lse(const kdt_verify_attn_params &p, const va_block &b, int m,
-             float m_ref, float l)
+             float lse2)
 {
     if (m >= ROWS)
         return;
-    const float lse2 = l > 0.f ? m_ref + kdt_log2(l) : kdt_neg_inf();
     if (b.nsplit == 1) {
         if (p.lse)
             p.lse[b.req_row0 + m] = m < b.valid_rows
@@ -159,7 +174,7 @@ static __device__ __forceinline__ va_out
 va_row_out(const kdt_verify_attn_params &p, const va_block &b, int m, float l)
 {
     va_out d;
-    d.inv = l > 0.f && m < b.valid_rows ? 1.f / l : 0.f;
+    d.inv = va_row_inv(b, m, l);
     d.o = NULL;
     d.ws = NULL;
     if (b.nsplit == 1)
@@ -555,7 +570,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         if (hd == 0 && (lane & 3) == 0) {
             l_s[row0 + 8 * hh] = l;
-            va_store_lse(p, b, b.m0 + row0 + 8 * hh, m_ref[hh], l);
+            va_store_lse(p, b, b.m0 + row0 + 8 * hh, va_lse2(m_ref[hh], l));
         }
     }
     __syncthreads();

@@ -578,8 +578,7 @@ cluster_merge(const kdt_verify_attn_params &p, const va_block &b,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;
-        const float l = l_s[row];
-        const float inv = l > 0.f && b.m0 + row < b.valid_rows ? 1.f / l : 0.f;
+        const float inv = va_row_inv(b, b.m0 + row, l_s[row]);
         float *dst = obuf + row * OBUF_LD + VCOLS * wg + c2;
 #pragma unroll
         for (int j = 0; j < 32; ++j)
@@ -642,8 +641,7 @@ store_o(const kdt_verify_attn_params &p, const va_block &b,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;
-        const float l = l_s[row];
-        const float inv = l > 0.f && b.m0 + row < b.valid_rows ? 1.f / l : 0.f;
+        const float inv = va_row_inv(b, b.m0 + row, l_s[row]);
         uint32_t *dst = (uint32_t *)(ob + row * OB_LD + VCOLS * wg + c2);
 #pragma unroll
         for (int j = 0; j < 32; ++j)
@@ -790,18 +788,18 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
-    float lse2[2] = {0.f, 0.f}; /* WG0's rows' log2-sum-exp, clustered */
+    float lse2[2] = {0.f, 0.f}; /* WG0's rows' log2-sum-exp (va_lse2) */
     if (wg == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l = l_part[h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            lse2[h] = l > 0.f ? m_ref[h] + kdt_log2(l) : kdt_neg_inf();
+            lse2[h] = va_lse2(m_ref[h], l);
             if ((lane & 3) == 0) {
                 l_s[r0 + 8 * h] = l;
                 if (!clustered)
-                    va_store_lse(p, b, m0 + r0 + 8 * h, m_ref[h], l);
+                    va_store_lse(p, b, m0 + r0 + 8 * h, lse2[h]);
             }
         }
     }
