@@ -138,8 +138,11 @@ va_cluster(kdtree_runtime *rt, kdt_loaded *m, const va_geom *g, int splits,
     if (kdt_verify_attn_splits_override > 0 || splits <= 1 ||
         g->costs->cluster_cost <= 0)
         return 1;
+    /* the sizes the rule weighs, no others: each is a driver call at the
+     * shape's first split launch */
     int64_t fit[KDT_MAX_CLUSTER + 1] = {0};
-    for (int n = 2; n <= rt->max_cluster; n++)
+    for (int n = KDT_VA_CLUSTER_STEP; n <= rt->max_cluster;
+         n += KDT_VA_CLUSTER_STEP)
         fit[n] = kdt_cluster_fit(rt, m, (unsigned)n, (unsigned)g->threads,
                                  (unsigned)g->smem);
     return kdt_va_pick_cluster(g->costs, splits, R, n_max, H, cap,

@@ -31,6 +31,11 @@
 
 #include "kdt_attn_tiles.h"
 
+/* The cluster sizes kdt_va_pick_cluster weighs step by this many blocks
+ * (2, 4, 6, 8): even sizes only (why, below); the launcher asks the
+ * device about these sizes alone. */
+#define KDT_VA_CLUSTER_STEP 2
+
 typedef struct kdt_va_split_costs {
     int bm, bn;          /* folded rows a block, tokens a KV tile */
     int min_tiles;       /* KV tiles a split covers at least */
@@ -94,9 +99,10 @@ kdt_va_pick_splits(const kdt_va_split_costs *c, int64_t R, int64_t n_max,
  * cluster of C blocks a row tile, merged there (no partials through
  * global memory, no merge kernel): C, or 1 for the workspace path.  The
  * cluster costs ceil(tiles / C) + cluster_cost, against the workspace's
- * cost of S; C is even, 2 to max_cluster, at least min_tiles tiles a
- * split, and the whole grid one wave: its row_tiles * R clusters at most
- * fit[C] (fit has max_cluster + 1 entries), the clusters of C blocks the
+ * cost of S; C is a multiple of KDT_VA_CLUSTER_STEP up to max_cluster,
+ * at least min_tiles tiles a split, and the whole grid one wave: its
+ * row_tiles * R clusters at most fit[C] (fit has max_cluster + 1
+ * entries; only those multiples are read), the clusters of C blocks the
  * device runs at once (more waves of clusters were not modelled, and
  * measured slower).  fit[] comes from the device
  * (cuOccupancyMaxActiveClusters), because a cluster's blocks share a GPC
@@ -123,7 +129,8 @@ kdt_va_pick_cluster(const kdt_va_split_costs *c, int splits, int64_t R,
     double best = kdt_va_split_cost(c, R, row_tiles, tiles,
                                     slots < 1 ? 1 : slots, splits);
     int pick = 1;
-    for (int64_t n = 2; n <= max_cluster; n += 2) {
+    for (int64_t n = KDT_VA_CLUSTER_STEP; n <= max_cluster;
+         n += KDT_VA_CLUSTER_STEP) {
         const double cost = (double)((tiles + n - 1) / n) + c->cluster_cost;
         if (n * c->min_tiles <= tiles && row_tiles * R <= fit[n] &&
             cost < best) {
