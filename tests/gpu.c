@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,4 +111,66 @@ gpu_stream(void)
     gpu_check_cu(drv->stream_create(&s, CU_STREAM_NON_BLOCKING),
                  "cuStreamCreate");
     return s;
+}
+
+/* The graph calls, by their ABI: graphs and their executables are opaque
+ * handles; CU_STREAM_CAPTURE_MODE_GLOBAL is 0 in cuda.h's
+ * CUstreamCaptureMode. */
+typedef void *gpu_graph;
+typedef void *gpu_graph_exec;
+static struct {
+    CUresult (*begin)(CUstream, int mode);
+    CUresult (*end)(CUstream, gpu_graph *);
+    CUresult (*instantiate)(gpu_graph_exec *, gpu_graph, unsigned long long);
+    CUresult (*launch)(gpu_graph_exec, CUstream);
+    CUresult (*exec_destroy)(gpu_graph_exec);
+    CUresult (*destroy)(gpu_graph);
+} graph;
+
+static void
+graph_symbols(void)
+{
+    if (graph.begin)
+        return;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
+        exit(1);
+    }
+    static const struct {
+        const char *name;
+        void **slot;
+    } sym[] = {
+        {"cuStreamBeginCapture_v2", (void **)&graph.begin},
+        {"cuStreamEndCapture", (void **)&graph.end},
+        {"cuGraphInstantiateWithFlags", (void **)&graph.instantiate},
+        {"cuGraphLaunch", (void **)&graph.launch},
+        {"cuGraphExecDestroy", (void **)&graph.exec_destroy},
+        {"cuGraphDestroy", (void **)&graph.destroy},
+    };
+    for (size_t i = 0; i < sizeof sym / sizeof sym[0]; i++)
+        if (!(*sym[i].slot = dlsym(h, sym[i].name))) {
+            fprintf(stderr, "libcuda.so.1 has no %s\n", sym[i].name);
+            exit(1);
+        }
+}
+
+void
+gpu_capture_begin(void *stream)
+{
+    graph_symbols();
+    gpu_check_cu(graph.begin((CUstream)stream, 0), "cuStreamBeginCapture");
+}
+
+void
+gpu_capture_replay(void *stream)
+{
+    gpu_graph g;
+    gpu_graph_exec e;
+    gpu_check_cu(graph.end((CUstream)stream, &g), "cuStreamEndCapture");
+    gpu_check_cu(graph.instantiate(&e, g, 0), "cuGraphInstantiate");
+    gpu_check_cu(graph.launch(e, (CUstream)stream), "cuGraphLaunch");
+    gpu_sync();
+    gpu_check_cu(graph.exec_destroy(e), "cuGraphExecDestroy");
+    gpu_check_cu(graph.destroy(g), "cuGraphDestroy");
 }

@@ -33,4 +33,13 @@ void gpu_sync(void);
 /* A fresh non-default stream, for the tests that pass one. */
 void *gpu_stream(void);
 
+/* CUDA-graph capture of what is enqueued on `stream` (a gpu_stream(), in
+ * the global capture mode, where a call that is unsafe during capture
+ * fails): gpu_capture_begin starts it; gpu_capture_replay ends it,
+ * instantiates the graph, launches it once on the stream and frees it.
+ * The graph calls are the tests' own (dlsym'ed from libcuda): the
+ * library has no use for them. */
+void gpu_capture_begin(void *stream);
+void gpu_capture_replay(void *stream);
+
 #endif /* KDT_TESTS_GPU_H */

@@ -33,6 +33,7 @@
 #include "kdtree.h"
 #include "jit/registry.h"
 #include "runtime/runtime.h"
+#include "kernels/verify_attn_splits.h"
 #include "ref/ddtree.h"
 #include "ref/verify_attn.h"
 
@@ -155,6 +156,10 @@ prob_free(prob *p)
  * ways as one cluster a row tile where the body merges in clusters,
  * through the workspace elsewhere) and compares with the reference.
  * Returns the number of bad elements. */
+/* When set, run_check's next launch is captured in a CUDA graph on its
+ * stream (a gpu_stream()) and runs as the graph's replay. */
+static int capture_next;
+
 static long
 run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
 {
@@ -203,8 +208,15 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
     kvc.data = kv;
     kvc.block_table = bt;
     kdtree_requests req = {.past_len = pl, .n_requests = R};
+    if (capture_next)
+        gpu_capture_begin(stream);
     st = kdtree_verify_attn(rt, &at, &tree, &req, &kvc, stream);
     kdt_verify_attn_splits_override = 0;
+    if (capture_next) {
+        /* end the capture whatever the call said, then judge it */
+        gpu_capture_replay(stream);
+        capture_next = 0;
+    }
     ck_assert_msg(st == 0, "%s: %s: %s", what, kdtree_status_name(st),
                   kdtree_last_error());
     gpu_sync();
@@ -398,6 +410,45 @@ START_TEST(cluster_fit)
 }
 END_TEST
 
+/* A shape prepared ahead (kdtree_prepare) whose first launch is inside
+ * a CUDA-graph capture, in the global mode, where calls that are unsafe
+ * during capture fail: the launch may ask the driver only what capture
+ * allows.  On the wgmma body the library's choice here is a cluster of
+ * 8 (9 row tiles over 4k tokens, on the H200), so the first launch asks
+ * the device how many clusters fit (kdt_cluster_fit) inside the capture;
+ * the answers must come, and the replay must be right. */
+START_TEST(first_launch_captured)
+{
+    kdtree_runtime *rt = gpu_runtime();
+    ck_assert_int_eq(kdtree_prepare(rt, "verify_attn", "H=8,PAGE=32,N_MAX=65"),
+                     KDTREE_OK);
+    const int64_t vals[3] = {8, 32, 65};
+    kdt_loaded *m;
+    ck_assert_int_eq(kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals),
+                     KDTREE_OK);
+    for (int n = 0; n <= KDT_MAX_CLUSTER; n++)
+        ck_assert_msg(m->cluster_fit[n] == 0,
+                      "the shape's clusters were asked about before its "
+                      "first launch (size %d)", n);
+    int past[] = {4096};
+    int nn[] = {65};
+    prob p;
+    prob_init(&p, 1, 8, 65, 32, past, nn, TREE_RANDOM, 0.0722f);
+    capture_next = 1;
+    long bad = run_check(&p, 0, 1, gpu_stream(), "first launch captured");
+    prob_free(&p);
+    ck_assert_msg(bad == 0, "first_launch_captured: %ld elements out of "
+                  "tolerance", bad);
+    if (strcmp(kdtree_runtime_target(rt), "sm_90a") || rt->max_cluster < 2)
+        return; /* no clusters on this body: nothing was asked */
+    for (int n = KDT_VA_CLUSTER_STEP; n <= rt->max_cluster;
+         n += KDT_VA_CLUSTER_STEP)
+        ck_assert_msg(m->cluster_fit[n] > 0,
+                      "clusters of %d: the driver gave no answer inside "
+                      "the capture (%d)", n, (int)m->cluster_fit[n]);
+}
+END_TEST
+
 /* A negative scale (the contract allows any finite one): the row maximum
  * of scale * S is then the minimum of S, which the kernel picks by the
  * scale's sign. */
@@ -493,6 +544,7 @@ suite(void)
     tcase_add_test(tc, big_tree);
     tcase_add_test(tc, splits);
     tcase_add_test(tc, cluster_fit);
+    tcase_add_test(tc, first_launch_captured);
     tcase_add_test(tc, negative_scale);
     tcase_add_test(tc, no_lse_stream);
     suite_add_tcase(s, tc);
