@@ -2,7 +2,8 @@
 # test_bench_cli.sh: kdtree-bench's command line refuses what it cannot
 # do instead of measuring nothing and passing: an unknown --kernel name
 # (alone or beside a real one), an option without its value, a --device
-# that is not an ordinal, each exit 2 with a line that names the problem;
+# that is not an ordinal, an empty --only, each exit 2 with a line that
+# names the problem;
 # and `make bench` (tools/run-bench.sh) says in the table and the JSON
 # that a baseline was skipped and why (here a stand-in baseline_topk.py
 # that skips as the real one does without torch).  Builds and runs no
@@ -40,6 +41,8 @@ usage_error 'draft_topk' --kernel nosuch
 usage_error '--kernel needs a value' --kernel
 usage_error '--arch needs a value' --compile-only --arch
 usage_error '--device wants a device ordinal' --device x
+usage_error '--only needs a value' --only
+usage_error '--only needs a non-empty text' --compile-only --only ''
 
 if ! command -v python3 >/dev/null 2>&1; then
     echo "test_bench_cli: no python3 for the baseline part: skipped" >&2

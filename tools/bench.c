@@ -112,6 +112,24 @@ bench_quick(const bench_ctx *b)
     return b->quick;
 }
 
+void
+bench_set_only(bench_ctx *b, const char *text)
+{
+    b->only = text;
+}
+
+int
+bench_cases_measured(const bench_ctx *b)
+{
+    return b->n_rows + b->n_over;
+}
+
+int
+bench_wants(const bench_ctx *b, const char *config)
+{
+    return !b->only || strstr(config, b->only) != NULL;
+}
+
 int
 bench_has_gpu(const bench_ctx *b)
 {

@@ -25,6 +25,10 @@ kdtree_runtime *bench_runtime(bench_ctx *b);
 void *bench_stream(bench_ctx *b);
 /* 1 with --quick: the smallest useful set of sizes (for tests). */
 int bench_quick(const bench_ctx *b);
+/* Whether a case of this configuration (its report row's config) is to
+ * be measured: always, unless --only TEXT was given and config does not
+ * contain TEXT.  A case asks before it times anything. */
+int bench_wants(const bench_ctx *b, const char *config);
 
 /* Device memory for a case; freed by bench_free_all() after the case.
  * bench_alloc fills with random bytes (never zeros: they hide bugs and run

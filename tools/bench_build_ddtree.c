@@ -75,6 +75,11 @@ bench_build_ddtree(bench_ctx *b)
             int R = Rs[ri];
             if (quick && R != 1)
                 continue;
+            char config[96];
+            snprintf(config, sizeof config, "R=%d,L=%d,K=%d,B=%d", R, BD_L, K,
+                     B);
+            if (!bench_wants(b, config))
+                continue;
             uint64_t seed = BD_SEED(B, R);
             size_t lk = (size_t)R * BD_L * K, rn = (size_t)R * N;
             float *lp = malloc(lk * 4);
@@ -137,9 +142,6 @@ bench_build_ddtree(bench_ctx *b)
                                "differs from the CPU reference", B, R);
                 free(g);
             }
-            char config[96];
-            snprintf(config, sizeof config, "R=%d,L=%d,K=%d,B=%d", R, BD_L, K,
-                     B);
             double bytes = (double)R * (8.0 * BD_L * K + 4.0 * 7 * N +
                                         4.0 * N * W);
             double us = bench_gpu_us(b, launch_case, &c);

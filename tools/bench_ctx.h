@@ -105,6 +105,7 @@ typedef struct case_row {
 
 struct bench_ctx {
     int quick;
+    const char *only; /* --only's text, or NULL: every case */
     /* GPU state; rt is NULL in compile-only mode. */
     kdtree_runtime *rt;
     const kdt_driver *drv;

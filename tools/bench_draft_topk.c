@@ -87,6 +87,10 @@ bench_draft_topk(bench_ctx *b)
                 dt_case c;
                 char config[96];
                 size_t esz = dtype ? 2 : 4, rows = (size_t)R * DT_L;
+                snprintf(config, sizeof config, "R=%d,L=%d,V=%d,K=%d,%s", R,
+                         DT_L, DT_V, K, dtype ? "bf16" : "f32");
+                if (!bench_wants(b, config))
+                    continue;
                 c.rt = bench_runtime(b);
                 c.dtype = dtype;
                 c.rows = (int)rows;
@@ -113,8 +117,6 @@ bench_draft_topk(bench_ctx *b)
                                    K, dtype ? "bf16" : "f32", bad, K);
                     free(gi); free(ci); free(gl); free(cl);
                 }
-                snprintf(config, sizeof config, "R=%d,L=%d,V=%d,K=%d,%s", R,
-                         DT_L, DT_V, K, dtype ? "bf16" : "f32");
                 double bytes = (double)rows * ((double)DT_V * esz + 8.0 * K);
                 double us = bench_gpu_us(b, launch_case, &c);
                 bench_row(b, "draft_topk", config, us, bytes, 0, NULL, 0);

@@ -14,6 +14,11 @@
 /* A context; quick = 1 for --quick.  Never NULL (aborts on no memory). */
 bench_ctx *bench_create(int quick);
 void bench_destroy(bench_ctx *b);
+/* --only: measure only the GPU cases whose config contains `text` (kept,
+ * not copied); bench_wants() reads it.  bench_cases_measured() says how
+ * many cases made a row. */
+void bench_set_only(bench_ctx *b, const char *text);
+int bench_cases_measured(const bench_ctx *b);
 
 /* Opens device `device` for GPU measurements: the bench's own runtime, its
  * stream and events.  Returns 0, or a kdtree status when there is no

@@ -187,6 +187,10 @@ bench_tree_accept(bench_ctx *b)
         ta_case c;
         char config[96];
         int R = Rs[i], bad = 0;
+        snprintf(config, sizeof config, "R=%d N_MAX=%d L=%d random trees", R,
+                 TA_N_MAX, TA_L);
+        if (!bench_wants(b, config))
+            continue;
         int32_t *len = calloc((size_t)R, 4);
         make_trees(&t, R, 0x5EED0000u + (uint64_t)R);
         upload_case(b, &c, &t);
@@ -197,8 +201,6 @@ bench_tree_accept(bench_ctx *b)
         if (bad)
             bench_note(b, "tree_accept R=%d: %d of %d accept lengths differ "
                        "from the CPU walk (timed anyway)", R, bad, R);
-        snprintf(config, sizeof config, "R=%d N_MAX=%d L=%d random trees", R,
-                 TA_N_MAX, TA_L);
         /* Bytes: every input and output buffer once; the kernel touches
          * less (only the walked rows), so this is an upper bound. */
         double bytes = (double)R * (4.0 * TA_N_MAX * 4 + 4 +
@@ -275,7 +277,10 @@ bench_tree_accept_overhead(bench_ctx *b)
     kdt_tree_accept_params p;
     kdt_loaded *m;
     char shape[64];
+    static const char config[] = "R=1 N_MAX=65 L=15";
 
+    if (!bench_wants(b, config))
+        return 0;
     snprintf(shape, sizeof shape, "N_MAX=%d,L=%d", TA_N_MAX, TA_L);
     bench_check(b, kdt_shape_parse(id, shape, vals), "shape");
     make_trees(&t, 1, 0x0BEEF);
@@ -316,7 +321,7 @@ bench_tree_accept_overhead(bench_ctx *b)
     }
     qsort(api, (size_t)reps, sizeof *api, cmp_d);
     qsort(raw, (size_t)reps, sizeof *raw, cmp_d);
-    bench_overhead_row(b, "tree_accept", "R=1 N_MAX=65 L=15", api[reps / 2],
+    bench_overhead_row(b, "tree_accept", config, api[reps / 2],
                        raw[reps / 2], calls);
     free_trees(&t);
     return 0;

@@ -153,7 +153,9 @@ bench_verify_attn(bench_ctx *b)
     size_t q_max = 0, o_max = 0;
 
     /* One pool of KV pages for every case: the largest need is 8 requests
-     * of 131072 + 65 tokens, or L2-defeating copies of a smaller one. */
+     * of 131072 + 65 tokens, or L2-defeating copies of a smaller one.
+     * Sized over every shape, also those --only leaves out, so that a
+     * case run alone reads the same pages as in a whole run. */
     for (int i = 0; i < n_shapes; i++) {
         const va_shape *s = &shapes[i];
         int64_t need = (int64_t)va_copies(s) * s->R * va_max_pages(s);
@@ -185,7 +187,10 @@ bench_verify_attn(bench_ctx *b)
         const va_shape *s = &shapes[si];
         const int R = s->R, H = s->H, past = s->past, rows = s->rows;
         const int W = (rows + 31) / 32;
-        if ((size_t)R * rows * H * VA_D_QK > q_max)
+        char config[96];
+        snprintf(config, sizeof config, "H=%d R=%d past_len=%d rows=%d", H,
+                 R, past, rows);
+        if ((size_t)R * rows * H * VA_D_QK > q_max || !bench_wants(b, config))
             continue;
         va_case c = {.rt = rt, .R = R, .H = H, .past = past, .rows = rows,
                      .o = o, .lse = lse, .q = q, .kv = kv};
@@ -236,9 +241,6 @@ bench_verify_attn(bench_ctx *b)
         double flops = (double)R * rows * H * past * 2176.0;
         double bytes = (double)R * (past + rows) * VA_D_QK * 2 +
                        (double)R * rows * H * (VA_D_QK + VA_D_V) * 2;
-        char config[96];
-        snprintf(config, sizeof config, "H=%d R=%d past_len=%d rows=%d", H,
-                 R, past, rows);
         bench_row(b, "verify_attn", config, us, bytes, flops, NULL, 0);
     }
     return 0;

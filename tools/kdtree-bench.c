@@ -26,6 +26,7 @@ usage(FILE *o)
     fputs("usage: kdtree-bench [--json] [--json-out FILE] [--quick]\n"
           "                    [--arch sm_90a,sm_120] [--compile-only]\n"
           "                    [--device N] [--baseline] [--kernel NAME]\n"
+          "                    [--only TEXT]\n"
           "\n"
           "  --json          print one JSON object instead of the table\n"
           "  --json-out F    also write the JSON object to F\n"
@@ -41,6 +42,10 @@ usage(FILE *o)
           "                  measured)\n"
           "  --kernel NAME   only this kernel (repeatable; a name that is\n"
           "                  not a registered kernel is a usage error)\n"
+          "  --only TEXT     only the cases whose configuration (the\n"
+          "                  report's config column) contains TEXT, e.g.\n"
+          "                  'H=128 R=8 past_len=4096 ' (the attention\n"
+          "                  baseline runs on those cases alone)\n"
           "\n"
           "Environment: KDTREE_BENCH_TOOLS (where the baseline scripts are);\n"
           "the bench sets KDTREE_CACHE_DIR to temporary directories for its\n"
@@ -127,7 +132,7 @@ int
 main(int argc, char **argv)
 {
     int json = 0, quick = 0, compile_only = 0, baseline = 0, device = 0;
-    const char *archs = NULL, *json_out = NULL;
+    const char *archs = NULL, *json_out = NULL, *only = NULL;
     int failures = 0;
     static const struct {
         const char *name;
@@ -142,7 +147,8 @@ main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int takes_value = !strcmp(a, "--arch") || !strcmp(a, "--json-out") ||
-                          !strcmp(a, "--device") || !strcmp(a, "--kernel");
+                          !strcmp(a, "--device") || !strcmp(a, "--kernel") ||
+                          !strcmp(a, "--only");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "kdtree-bench: %s needs a value\n", a);
             usage(stderr);
@@ -166,6 +172,14 @@ main(int argc, char **argv)
         } else if (!strcmp(a, "--kernel")) {
             if (add_kernel(argv[++i]))
                 return 2;
+        } else if (!strcmp(a, "--only")) {
+            only = argv[++i];
+            if (!only[0]) {
+                fprintf(stderr, "kdtree-bench: --only needs a non-empty "
+                                "text\n");
+                usage(stderr);
+                return 2;
+            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -177,6 +191,7 @@ main(int argc, char **argv)
     }
 
     bench_ctx *b = bench_create(quick);
+    bench_set_only(b, only);
     if (compile_only)
         bench_note(b, "--compile-only: the GPU was not used");
     else if (bench_open_gpu(b, device) != 0)
@@ -209,6 +224,12 @@ main(int argc, char **argv)
         if (wanted("tree_accept"))
             failures += bench_run_case(b, "api_overhead",
                                        bench_tree_accept_overhead) != 0;
+        if (only && bench_cases_measured(b) == 0) {
+            /* a typo must not read as a run that measured nothing */
+            fprintf(stderr, "kdtree-bench: --only '%s' matched no case of "
+                            "the kernels measured\n", only);
+            failures++;
+        }
     }
 
     if (baseline) {
