@@ -141,16 +141,35 @@ def kv_copies(R, max_pages):
 
 # ---- timing --------------------------------------------------------------
 
+REST_MAX_S = 2.0  # the longest idle before a timing (tools/bench_time.c)
+
+
+def sm_clock_mhz(torch):
+    """The SM clock now (NVML, through torch), or None where it cannot say."""
+    try:
+        return float(torch.cuda.clock_rate())
+    except Exception:
+        return None
+
+
 class Timer(object):
-    """Per-launch µs of fn(i), the way kdtree-bench times its kernels."""
+    """Per-launch µs of fn(i), the way kdtree-bench times its kernels: the
+    same batches behind a head start, and the same rest first (the GPU
+    idles as long as the timing before kept it busy, up to REST_MAX_S), so
+    that a power-capped clock left by the cases before does not slow this
+    one.  last_mhz: the median SM clock at the ends of the timed batches."""
 
     def __init__(self, torch, quick):
         self.torch = torch
+        self.quick = quick
         self.min_launches = 10 if quick else 50
         self.reps = 5 if quick else 21
         self.want_us = 200 if quick else 1000
         self.e0 = torch.cuda.Event(enable_timing=True)
         self.e1 = torch.cuda.Event(enable_timing=True)
+        self.busy_s = 0.0
+        self.last_mhz = None
+        self.mhz = []
 
     def batch_us(self, fn, n, start):
         # Head start: long enough for this thread to queue n launches at a
@@ -161,9 +180,13 @@ class Timer(object):
             fn(start + i)
         self.e1.record()
         self.e1.synchronize()
+        self.mhz.append(sm_clock_mhz(self.torch))
         return self.e0.elapsed_time(self.e1) * 1e3 / n
 
     def __call__(self, fn):
+        if not self.quick and self.busy_s > 0:
+            time.sleep(min(self.busy_s, REST_MAX_S))
+        t0 = time.time()
         for i in range(3):
             fn(i)
         self.torch.cuda.synchronize()
@@ -171,7 +194,11 @@ class Timer(object):
         while n < 64 and self.batch_us(fn, n, 0) * n < self.want_us:
             n *= 2
         reps = max(self.reps, -(-self.min_launches // n))
+        self.mhz = []
         ts = sorted(self.batch_us(fn, n, r * n) for r in range(reps))
+        clocks = sorted(m for m in self.mhz if m is not None)
+        self.last_mhz = clocks[len(clocks) // 2] if clocks else None
+        self.busy_s = time.time() - t0
         return ts[len(ts) // 2]
 
 
@@ -558,7 +585,7 @@ def main():
                               ("flashinfer-cascade", case.run_cascade)):
                 us = timer(fn)
                 rows.append(dict(base, label=label, us=us,
-                                 copies=x.copies))
+                                 copies=x.copies, sm_mhz=timer.last_mhz))
                 log("%s: %s %.1f us" % (cfg, label, us))
             del case, x
         except Exception as e:

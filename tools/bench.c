@@ -69,6 +69,7 @@ bench_create(int quick)
     bench_ctx *b = bench_xcalloc(1, sizeof *b);
     b->quick = quick;
     b->rng = 0x9E3779B97F4A7C15ULL;
+    b->gpu_mhz = NAN;
     snprintf(b->no_gpu_reason, sizeof b->no_gpu_reason, "not used");
     return b;
 }
@@ -83,6 +84,8 @@ bench_destroy(bench_ctx *b)
         bench_make_current(b);
         if (b->spin_mod)
             b->drv->module_unload(b->spin_mod);
+        if (b->spin_clock)
+            b->drv->mem_free(b->spin_clock);
         b->drv->event_destroy(b->ev0);
         b->drv->event_destroy(b->ev1);
         b->drv->stream_destroy(b->stream);
@@ -311,6 +314,8 @@ bench_row(bench_ctx *b, const char *kernel, const char *config, double us,
     r->us = us;
     r->bytes = bytes;
     r->flops = flops;
+    r->mhz = b->gpu_mhz;
+    b->gpu_mhz = NAN; /* a row's clock is its own timing's */
     r->n_base = 0;
     if (baseline) {
         snprintf(r->base[0].name, sizeof r->base[0].name, "%s", baseline);

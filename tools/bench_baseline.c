@@ -4,6 +4,7 @@
  * timed by a Python script in the same session, so that the report can
  * put them beside ours, and what came of each script's run.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 #include "bench_ctx.h"
 
 /* Runs one baseline script and flattens whatever JSON it writes into
- * "ROW\tkernel\tconfig\tus\tlabel" and "NOTE\ttext" lines (or one
+ * "ROW\tkernel\tconfig\tus\tlabel\tmhz" and "NOTE\ttext" lines (or one
  * "ERROR\t..." line), so that this file needs no JSON parser.  The script
  * is run as `script --json FILE [--quick]` (the baselines' convention: JSON
  * into FILE, progress on stdout); JSON printed on stdout is accepted too.
@@ -22,7 +23,8 @@
  * is the first of baseline_us, median_us, us, time_us (or *_ms); its
  * kernel "kernel" or "name"; its config "config"/"shape", else its other
  * scalar fields ("H=8 R=1 past_len=4096 rows=65"); its label, the name
- * the report shows it under, "label" (default "torch"). */
+ * the report shows it under, "label" (default "torch"); its SM clock in
+ * MHz, "sm_mhz" (nan when not given). */
 static const char flatten_py[] =
     "import json, os, subprocess, sys, tempfile\n"
     "script = sys.argv[1]\n"
@@ -72,11 +74,13 @@ static const char flatten_py[] =
     "        c = ' '.join('%s=%s' % (a, b) for a, b in r.items()\n"
     "                     if isinstance(b, (int, str)) and not isinstance(b, bool)\n"
     "                     and a not in ('kernel', 'name') and not a.endswith(('_us', '_ms', '_error'))\n"
-    "                     and a not in ('flops', 'bytes', 'tflops', 'baseline', 'label'))\n"
+    "                     and a not in ('flops', 'bytes', 'tflops', 'baseline', 'label', 'sm_mhz'))\n"
     "    if isinstance(c, dict): c = ' '.join('%s=%s' % kv for kv in c.items())\n"
     "    c = str(c).replace('\\t', ' ').replace('\\n', ' ')\n"
     "    lab = ' '.join(str(r.get('label') or 'torch').split())\n"
-    "    print('ROW\\t%s\\t%s\\t%.4f\\t%s' % (k, c, float(us), lab))\n";
+    "    mhz = r.get('sm_mhz')\n"
+    "    mhz = float(mhz) if isinstance(mhz, (int, float)) else float('nan')\n"
+    "    print('ROW\\t%s\\t%s\\t%.4f\\t%s\\t%.0f' % (k, c, float(us), lab, mhz))\n";
 
 /* Writes the config strings of the rows of `kernel` measured so far, one a
  * line, into a temp file whose name goes into `out`: the cases a baseline
@@ -129,10 +133,10 @@ outcome(base_run *run, const char *fmt, ...)
 static void
 add_row(bench_ctx *b, base_run *run, char *line)
 {
-    char *f[4], *rest = line;
+    char *f[5], *rest = line;
     int nf = 0;
     base_row *r;
-    while (nf < 4 && rest)
+    while (nf < 5 && rest)
         f[nf++] = strsep(&rest, "\t");
     if (nf < 4 || !*f[0] || !*f[2] || b->n_base == MAX_BASE)
         return;
@@ -143,6 +147,7 @@ add_row(bench_ctx *b, base_run *run, char *line)
     snprintf(r->config, sizeof r->config, "%s", f[1]);
     r->us = atof(f[2]);
     snprintf(r->label, sizeof r->label, "%s", *f[3] ? f[3] : "torch");
+    r->mhz = nf > 4 ? strtod(f[4], NULL) : NAN; /* "nan" reads as NAN */
     r->matched = 0;
     run->rows++;
 }

@@ -63,12 +63,14 @@ typedef struct load_row {
 typedef struct row_baseline {
     char name[48];
     double us;
+    double mhz; /* the SM clock it was timed at; NAN: not said */
 } row_baseline;
 
 typedef struct kernel_row {
     char kernel[32];
     char config[96];
     double us, bytes, flops;
+    double mhz; /* the SM clock over its timed batches; NAN: unknown */
     row_baseline base[MAX_ROW_BASELINES];
     int n_base;
 } kernel_row;
@@ -86,6 +88,7 @@ typedef struct base_row {
     char kernel[48];
     char config[128];
     double us;
+    double mhz; /* the row's sm_mhz; NAN: not given */
     int matched; /* shown beside a kernel row */
 } base_row;
 
@@ -113,6 +116,9 @@ struct bench_ctx {
     CUevent ev0, ev1;
     CUmodule spin_mod;
     CUfunction spin_fn; /* NULL: batches run without a head start */
+    CUdeviceptr spin_clock; /* the spin's SM cycles and timer ns */
+    double gpu_mhz; /* the last bench_gpu_us's clock, for its row */
+    double gpu_busy_us; /* how long the last bench_gpu_us kept it busy */
     char device_name[128];
     char no_gpu_reason[512];
     /* The running case's buffers and its abort point. */

@@ -218,6 +218,7 @@ json_kernels(bench_ctx *b, FILE *o)
                   r->flops > 0 ? r->flops / s / 1e12 : NAN);
         field_num(o, ", ", "flop_fraction",
                   r->flops > 0 ? r->flops / s / H200_FLOPS_PER_S : NAN);
+        field_num(o, ", ", "sm_mhz", r->mhz);
         /* "baseline" is the first (today's path); "baselines" all. */
         field_str(o, ", ", "baseline", r->n_base ? r->base[0].name : NULL);
         field_num(o, ", ", "baseline_us", r->n_base ? r->base[0].us : NAN);
@@ -225,6 +226,7 @@ json_kernels(bench_ctx *b, FILE *o)
         for (int j = 0; j < r->n_base; j++) {
             field_str(o, j ? ", {" : "{", "name", r->base[j].name);
             field_num(o, ", ", "us", r->base[j].us);
+            field_num(o, ", ", "sm_mhz", r->base[j].mhz);
             field_num(o, ", ", "ours_faster_by", r->base[j].us / r->us);
             fputc('}', o);
         }
@@ -356,22 +358,27 @@ report_table(bench_ctx *b, FILE *o)
     if (b->n_rows) {
         fprintf(o, "\nKernels on the GPU (median us per launch, CUDA events "
                 "around back-to-back batches; H200 limits: %.1f TB/s, %.0f "
-                "TFLOP/s bf16)\n", H200_BYTES_PER_S / 1e12,
-                H200_FLOPS_PER_S / 1e12);
-        fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s  %s\n", "kernel",
-                "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak",
+                "TFLOP/s bf16;\n  MHz = the SM clock the batches started "
+                "at; a baseline's @MHz, the clock its batches ended at)\n", H200_BYTES_PER_S / 1e12, H200_FLOPS_PER_S / 1e12);
+        fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s %5s  %s\n", "kernel",
+                "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak", "MHz",
                 "baselines, same run (their us / ours)");
         for (int i = 0; i < b->n_rows; i++) {
             kernel_row *r = &b->rows[i];
             double s = r->us * 1e-6;
             char base[MAX_ROW_BASELINES * 80] = "";
-            for (int j = 0, len = 0; j < r->n_base; j++)
-                if (isfinite(r->base[j].us) && len < (int)sizeof base)
+            for (int j = 0, len = 0; j < r->n_base; j++) {
+                const row_baseline *x = &r->base[j];
+                char at[24] = "";
+                if (isfinite(x->mhz))
+                    snprintf(at, sizeof at, " @%.0f", x->mhz);
+                if (isfinite(x->us) && len < (int)sizeof base)
                     len += snprintf(base + len, sizeof base - len,
-                                    "%s%s %.2f us (%.2fx)", len ? "  " : "",
-                                    r->base[j].name, r->base[j].us,
-                                    r->base[j].us / r->us);
-            fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s  %s\n", r->kernel,
+                                    "%s%s %.2f us%s (%.2fx)", len ? "  " : "",
+                                    x->name, x->us, at, x->us / r->us);
+            }
+            fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s %5s  %s\n",
+                    r->kernel,
                     r->config, r->us,
                     cell(c1, sizeof c1, "%.2f",
                          r->bytes > 0 ? r->bytes / s / 1e12 : NAN),
@@ -383,7 +390,7 @@ report_table(bench_ctx *b, FILE *o)
                     cell(c4, sizeof c4, "%.1f%%",
                          r->flops > 0 ? 100 * r->flops / s / H200_FLOPS_PER_S
                                       : NAN),
-                    base);
+                    cell(c5, sizeof c5, "%.0f", r->mhz), base);
         }
     }
     if (b->n_cases) {
@@ -462,6 +469,7 @@ match_baselines(bench_ctx *b)
                 row_baseline *rb = &r->base[r->n_base++];
                 snprintf(rb->name, sizeof rb->name, "%s", x->label);
                 rb->us = x->us;
+                rb->mhz = x->mhz;
             }
             x->matched = 1;
         }
