@@ -1,0 +1,62 @@
+#!/bin/sh
+# test_bench_gpu.sh: kdtree-bench on a GPU, quick, one kernel and --only
+# one of its cases: the report is of the documented shape, holds only the
+# cases whose config contains the --only text, and each GPU row says the
+# SM clock its batches ran at (counted by the spin kernel; or a note says
+# there is no spin kernel).  Times and clocks are printed, never judged.
+# Skips (77) without a GPU or python3.
+set -u
+bench=${KDTREE_BENCH:-./tools/kdtree-bench}
+if [ ! -x "$bench" ]; then
+    echo "test_bench_gpu: $bench is not built" >&2
+    exit 99
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "test_bench_gpu: no python3 to check the JSON with" >&2
+    exit 77
+fi
+out=${TMPDIR:-/tmp}/test_bench_gpu.$$.json
+trap 'rm -f "$out"' EXIT
+"$bench" --quick --json --kernel tree_accept --only 'R=8 ' >"$out"
+rc=$?
+cat "$out"
+python3 - "$out" "$rc" <<'PY'
+import json, math, sys
+
+path, rc = sys.argv[1], int(sys.argv[2])
+with open(path) as f:
+    try:
+        d = json.load(f)
+    except ValueError as e:
+        sys.exit("test_bench_gpu: not JSON: %s" % e)
+if d.get("mode") != "gpu":
+    print("test_bench_gpu: no GPU (%s), skipping" % d.get("no_gpu_reason"),
+          file=sys.stderr)
+    sys.exit(77)
+problems = []
+def need(cond, what):
+    if not cond:
+        problems.append(what)
+need(rc == 0, "kdtree-bench exited %d" % rc)
+rows = d.get("kernels") or []
+need(len(rows) >= 1, "no GPU rows")
+no_spin = any("no spin kernel" in str(n) for n in d.get("notes") or [])
+for r in rows:
+    name = "%s %s" % (r.get("kernel"), r.get("config"))
+    need(r.get("kernel") == "tree_accept", name + ": not the kernel asked")
+    need("R=8 " in str(r.get("config")), name + ": not what --only asked")
+    need(isinstance(r.get("us"), (int, float)) and r["us"] > 0, name + ": us")
+    mhz = r.get("sm_mhz")
+    if no_spin:
+        need(mhz is None, name + ": a clock without a spin kernel")
+    else:
+        need(isinstance(mhz, (int, float)) and math.isfinite(mhz)
+             and 50 < mhz < 10000, name + ": sm_mhz %r" % (mhz,))
+need(d.get("overhead") == [], "the overhead case ran though --only left it out")
+if problems:
+    print("test_bench_gpu: FAIL", file=sys.stderr)
+    for p in problems:
+        print("  " + p, file=sys.stderr)
+    sys.exit(1)
+print("test_bench_gpu: %d rows: ok" % len(rows))
+PY
