@@ -20,23 +20,15 @@ if ! command -v python3 >/dev/null 2>&1; then
     echo "test_bench: no python3 to check the JSON with" >&2
     exit 77
 fi
-python3 - "$out" "$rc" <<'PY'
-import json, sys
+python3 -B - "$out" "$rc" "${srcdir:-.}/tests" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import bench_json
 
-path, rc = sys.argv[1], int(sys.argv[2])
-with open(path) as f:
-    try:
-        d = json.load(f)
-    except ValueError as e:
-        sys.exit("test_bench: not JSON: %s" % e)
+rep = bench_json.Report("test_bench", sys.argv[1], int(sys.argv[2]))
+d, need = rep.d, rep.need
 if d.get("nvrtc") == "unavailable":
-    print("test_bench: NVRTC unavailable, skipping", file=sys.stderr)
-    sys.exit(77)
-problems = []
-def need(cond, what):
-    if not cond:
-        problems.append(what)
-need(rc == 0, "kdtree-bench exited %d" % rc)
+    rep.skip("NVRTC unavailable")
 need(d.get("tool") == "kdtree-bench", "tool is not kdtree-bench")
 need(d.get("mode") == "compile-only", "mode is %r" % d.get("mode"))
 need(d.get("quick") is True, "quick is not true")
@@ -67,10 +59,5 @@ for r in load:
         for k in ("stack_bytes", "shared_bytes", "param_bytes", "max_threads"):
             need(isinstance(f.get(k), int) and f[k] >= 0, "%s: %s" % (name, k))
 need(d.get("kernels") == [] and d.get("overhead") == [], "GPU rows in compile-only mode")
-if problems:
-    print("test_bench: FAIL", file=sys.stderr)
-    for p in problems:
-        print("  " + p, file=sys.stderr)
-    sys.exit(1)
-print("test_bench: %d load rows, %d kernels x sm_90a, sm_120: ok" % (len(load), len(kernels)))
+rep.done("%d load rows, %d kernels x sm_90a, sm_120: ok" % (len(load), len(kernels)))
 PY

@@ -20,24 +20,15 @@ trap 'rm -f "$out"' EXIT
 "$bench" --quick --json --kernel tree_accept --only 'R=8 ' >"$out"
 rc=$?
 cat "$out"
-python3 - "$out" "$rc" <<'PY'
-import json, math, sys
+python3 -B - "$out" "$rc" "${srcdir:-.}/tests" <<'PY'
+import math, sys
+sys.path.insert(0, sys.argv[3])
+import bench_json
 
-path, rc = sys.argv[1], int(sys.argv[2])
-with open(path) as f:
-    try:
-        d = json.load(f)
-    except ValueError as e:
-        sys.exit("test_bench_gpu: not JSON: %s" % e)
+rep = bench_json.Report("test_bench_gpu", sys.argv[1], int(sys.argv[2]))
+d, need = rep.d, rep.need
 if d.get("mode") != "gpu":
-    print("test_bench_gpu: no GPU (%s), skipping" % d.get("no_gpu_reason"),
-          file=sys.stderr)
-    sys.exit(77)
-problems = []
-def need(cond, what):
-    if not cond:
-        problems.append(what)
-need(rc == 0, "kdtree-bench exited %d" % rc)
+    rep.skip("no GPU (%s)" % d.get("no_gpu_reason"))
 rows = d.get("kernels") or []
 need(len(rows) >= 1, "no GPU rows")
 no_spin = any("no spin kernel" in str(n) for n in d.get("notes") or [])
@@ -45,7 +36,8 @@ for r in rows:
     name = "%s %s" % (r.get("kernel"), r.get("config"))
     need(r.get("kernel") == "tree_accept", name + ": not the kernel asked")
     need("R=8 " in str(r.get("config")), name + ": not what --only asked")
-    need(isinstance(r.get("us"), (int, float)) and r["us"] > 0, name + ": us")
+    need(isinstance(r.get("us"), (int, float)) and r["us"] > 0,
+         name + ": us")
     mhz = r.get("sm_mhz")
     if no_spin:
         need(mhz is None, name + ": a clock without a spin kernel")
@@ -53,10 +45,5 @@ for r in rows:
         need(isinstance(mhz, (int, float)) and math.isfinite(mhz)
              and 50 < mhz < 10000, name + ": sm_mhz %r" % (mhz,))
 need(d.get("overhead") == [], "the overhead case ran though --only left it out")
-if problems:
-    print("test_bench_gpu: FAIL", file=sys.stderr)
-    for p in problems:
-        print("  " + p, file=sys.stderr)
-    sys.exit(1)
-print("test_bench_gpu: %d rows: ok" % len(rows))
+rep.done("%d rows: ok" % len(rows))
 PY
