@@ -50,11 +50,6 @@
 #define KDT_ATTN_WG_BN 64
 #define KDT_ATTN_WG_THREADS 256
 #define KDT_ATTN_WG_SMEM (KDT_ATTN_WG_BM * KDT_ATTN_D_QK * 2 + 2 * KDT_ATTN_WG_BN * KDT_ATTN_D_QK * 2 + KDT_ATTN_WG_BM * KDT_ATTN_WG_BN * 2 + 2 * KDT_ATTN_WG_BM * 4 + 1024)
-/* The sm_90a body's unsplit launches are persistent (its va_items): a
- * grid of min(row tiles x requests, resident blocks) x 1 x 1 blocks that
- * take the (row tile, request) items round robin.  Split launches keep
- * the grid (row tiles, splits, requests) of both bodies. */
-#define KDT_ATTN_WG_PERSISTENT 1
 /* V's descriptor (MN-major, 128-byte swizzle): the leading offset steps
  * 64 V columns (one 64-column block of a KV tile), the stride offset 8
  * tokens. */

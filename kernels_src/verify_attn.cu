@@ -88,48 +88,7 @@ struct va_block {
     int64_t req_row0;
 };
 
-/* Fills `b` for row tile `tile`, split `split` of request `r`.  False
- * when the tile's rows are all padding (va_zero_rows writes them). */
-template <int BM_, int BN_>
-static __device__ __forceinline__ bool
-va_block_at(va_block &b, const kdt_verify_attn_params &p, int tile,
-            int split, int r)
-{
-    const int cap = p.max_pages * PAGE;
-    b.r = r;
-    b.split = split;
-    b.nsplit = p.num_splits;
-    b.past = min(max(p.past_len[b.r], 0), cap);
-    b.nn = min(max(p.n_nodes[b.r], 0), N_MAX);
-    b.total = min(b.past + b.nn, cap);
-    b.valid_rows = b.nn * H;
-    b.m0 = tile * BM_;
-    b.req_row0 = (int64_t)b.r * ROWS;
-    if (b.m0 >= b.valid_rows)
-        return false;
-    const int ntiles = (b.total + BN_ - 1) / BN_;
-    const int per = (ntiles + b.nsplit - 1) / b.nsplit;
-    b.t0 = min(b.split * per, ntiles);
-    b.t1 = min(b.t0 + per, ntiles);
-    return true;
-}
-
-/* A padded row tile's output, by the block's NT_ threads: o = 0 and
- * lse = -inf. */
-template <int BM_, int NT_>
-static __device__ __forceinline__ void
-va_zero_rows(const kdt_verify_attn_params &p, const va_block &b)
-{
-    const int rows = min(BM_, ROWS - b.m0);
-    uint4 *o4 = (uint4 *)(p.o + (b.req_row0 + b.m0) * D_V);
-    for (int i = threadIdx.x; i < rows * D_V / 8; i += NT_)
-        o4[i] = make_uint4(0, 0, 0, 0);
-    if (p.lse && (int)threadIdx.x < rows)
-        p.lse[b.req_row0 + b.m0 + threadIdx.x] = kdt_neg_inf();
-}
-
-/* Fills `b` for this block (row tile blockIdx.x, split blockIdx.y,
- * request blockIdx.z).  False when its rows are all padding: then,
+/* Fills `b` for this block.  False when its rows are all padding: then,
  * unsplit or as split 0 of a cluster (`clustered`: the wgmma body's
  * in-cluster merge), it has written their o = 0 and lse = -inf (split
  * through the workspace, the merge kernel writes them), and the block has
@@ -138,11 +97,32 @@ template <int BM_, int BN_, int NT_>
 static __device__ __forceinline__ bool
 va_block_begin(va_block &b, const kdt_verify_attn_params &p, bool clustered)
 {
-    if (va_block_at<BM_, BN_>(b, p, blockIdx.x, blockIdx.y, blockIdx.z))
-        return true;
-    if (b.nsplit == 1 || (clustered && b.split == 0))
-        va_zero_rows<BM_, NT_>(p, b);
-    return false;
+    const int cap = p.max_pages * PAGE;
+    b.r = blockIdx.z;
+    b.split = blockIdx.y;
+    b.nsplit = p.num_splits;
+    b.past = min(max(p.past_len[b.r], 0), cap);
+    b.nn = min(max(p.n_nodes[b.r], 0), N_MAX);
+    b.total = min(b.past + b.nn, cap);
+    b.valid_rows = b.nn * H;
+    b.m0 = blockIdx.x * BM_;
+    b.req_row0 = (int64_t)b.r * ROWS;
+    if (b.m0 >= b.valid_rows) {
+        if (b.nsplit == 1 || (clustered && b.split == 0)) {
+            const int rows = min(BM_, ROWS - b.m0);
+            uint4 *o4 = (uint4 *)(p.o + (b.req_row0 + b.m0) * D_V);
+            for (int i = threadIdx.x; i < rows * D_V / 8; i += NT_)
+                o4[i] = make_uint4(0, 0, 0, 0);
+            if (p.lse && (int)threadIdx.x < rows)
+                p.lse[b.req_row0 + b.m0 + threadIdx.x] = kdt_neg_inf();
+        }
+        return false;
+    }
+    const int ntiles = (b.total + BN_ - 1) / BN_;
+    const int per = (ntiles + b.nsplit - 1) / b.nsplit;
+    b.t0 = min(b.split * per, ntiles);
+    b.t1 = min(b.t0 + per, ntiles);
+    return true;
 }
 
 /* A row's log2-sum-exp from its reference maximum and row sum (log2

@@ -74,8 +74,6 @@ constexpr int BAR_KFULL = 1;                  /* + stage: tile landed */
 constexpr int BAR_KEMPTY = 3;                 /* + stage: WG0 done with it */
 constexpr int BAR_PFULL = 5;                  /* P, alpha published */
 constexpr int BAR_PEMPTY = 6;                 /* WG1's PV done with P */
-constexpr int BAR_OSTAGE = 7;                 /* both PVs of an item done:
-                                               * its O may be staged */
 
 static __device__ __forceinline__ void
 bar_sync(int id)
@@ -426,35 +424,26 @@ rescale(float (&o)[128], float a0, float a1)
         }
 }
 
-/* The Q tile of the block's item `b` into shared memory at `sq`, by `n`
- * threads (thread i of them: pieces i, i + n, ...); padding rows are
- * zero-filled.  Not committed. */
+/* Phase 1: the Q tile (all threads) and the first KV tile (WG1) into
+ * shared memory; padding rows of Q and tokens past the KV's end are
+ * zero-filled. */
 static __device__ __forceinline__ void
-load_q(const kdt_verify_attn_params &p, const va_block &b, uint32_t sq,
-       int i0, int n)
+load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
+                      uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
+                      const uint16_t *__restrict__ kv,
+                      const int32_t *__restrict__ bt)
 {
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
-    for (int i = i0; i < BM * CHUNKS; i += n) {
+    for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
         const int row = i / CHUNKS, c = i - row * CHUNKS;
         const bool ok = b.m0 + row < b.valid_rows;
         kdt_cp_async16(sq + sw_piece(BM, row, c),
                        ok ? q + (int64_t)row * D_QK + c * 8 : q,
                        ok ? 16 : 0);
     }
-}
-
-/* Phase 1: the first item's Q tile (all threads) and first KV tile (WG1)
- * into shared memory; tokens past the KV's end are zero-filled. */
-static __device__ __forceinline__ void
-load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
-                      uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
-                      const uint16_t *__restrict__ kv)
-{
-    load_q(p, b, sq, tid, NTHREADS);
     if (wg == 1 && b.t0 < b.t1) {
         int64_t rows[BN / 16];
-        kv_rows(rows, wtid, b.t0, b.total,
-                p.block_table + (int64_t)b.r * p.max_pages);
+        kv_rows(rows, wtid, b.t0, b.total, bt);
         load_kv_tile(sk, wtid, rows, kv);
     }
     kdt_cp_async_commit();
@@ -672,109 +661,18 @@ store_o(const kdt_verify_attn_params &p, const va_block &b,
     }
 }
 
-/* The items a block runs.  Launched unsplit (p.num_splits == 1, no
- * cluster; grid min(ITEMS, resident blocks) x 1 x 1), the kernel is
- * persistent: its blocks take the ITEMS = ROW_TILES x n_requests (row
- * tile, request) items round robin, item i being row tile i % ROW_TILES
- * of request i / ROW_TILES, so the blocks running at once share a
- * request's KV tiles in L2 as a grid of a block an item would.  The KV
- * tiles of a block's items then run as one stream: the next item's first
- * tile and Q tile load while this item's last tile and epilogue run,
- * instead of in a new block's prologue with nothing to overlap them.
- * Split (through the workspace, or as a cluster), a block runs the one
- * item of its blockIdx (row tile x, split y, request z). */
-constexpr int ROW_TILES = (ROWS + BM - 1) / BM;
-
-struct va_items {
-    int stride, end, split;       /* item >= end: past the block's last */
-};
-
-static __device__ __forceinline__ bool
-va_item(va_block &b, const kdt_verify_attn_params &p, const va_items &it,
-        int item)
-{
-    return va_block_at<BM, BN>(b, p, item % ROW_TILES, it.split,
-                               item / ROW_TILES);
-}
-
-/* The first of the block's items from `item` on that has rows (its block
- * into b), or one >= it.end. */
-static __device__ __forceinline__ int
-va_first(va_block &b, const kdt_verify_attn_params &p, const va_items &it,
-         int item)
-{
-    for (; item < it.end; item += it.stride)
-        if (va_item(b, p, it, item))
-            break;
-    return item;
-}
-
-/* A KV tile of the block's stream: tile t of item `item` (block b). */
-struct va_step {
-    va_block b;
-    int item, t;
-};
-
-static __device__ __forceinline__ void
-va_step_next(va_step &s, const kdt_verify_attn_params &p, const va_items &it)
-{
-    if (++s.t < s.b.t1)
-        return;
-    s.item = va_first(s.b, p, it, s.item + it.stride);
-    s.t = s.b.t0;
-}
-
-/* WG0's rows' sums and log2-sum-exp at the end of an item (4 lanes
- * share a row): l into l_s, lse2 for the merges; stored as the row's LSE
- * when `store` (not a cluster's: its merge stores it). */
-static __device__ __forceinline__ void
-finish_rows(const kdt_verify_attn_params &p, const va_block &b,
-            const float (&l_part)[2], const float (&m_ref)[2],
-            float (&lse2)[2], float *l_s, int r0, int lane, bool store)
-{
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        float l = l_part[h];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        lse2[h] = va_lse2(m_ref[h], l);
-        if ((lane & 3) == 0) {
-            l_s[r0 + 8 * h] = l;
-            if (store)
-                va_store_lse(p, b, b.m0 + r0 + 8 * h, lse2[h]);
-        }
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wtid = tid & 127, wwarp = wtid >> 5;
-    const bool clustered = cluster_size() > 1;
-    const bool persistent = p.num_splits == 1 && !clustered;
-    va_items it;
     va_block b;
-    int item;
-    if (persistent) {
-        it.stride = gridDim.x;
-        it.end = ROW_TILES * p.n_requests;
-        it.split = 0;
-        for (int i = blockIdx.x; i < it.end; i += it.stride)
-            if (!va_item(b, p, it, i))
-                va_zero_rows<BM, NTHREADS>(p, b);
-        item = va_first(b, p, it, blockIdx.x);
-        if (item >= it.end)
-            return;
-    } else {
-        item = blockIdx.x + ROW_TILES * blockIdx.z;
-        it.stride = 1;
-        it.end = item + 1;
-        it.split = blockIdx.y;
-        if (!va_block_begin<BM, BN, NTHREADS>(b, p, clustered))
-            return;
-    }
+    const bool clustered = cluster_size() > 1;
+    if (!va_block_begin<BM, BN, NTHREADS>(b, p, clustered))
+        return;
+    const int past = b.past, nn = b.nn, total = b.total;
+    const int m0 = b.m0, t0 = b.t0, t1 = b.t1;
 
     const uint32_t raw = kdt_smem_addr(smem_raw);
     const uint32_t base = (raw + 1023u) & ~1023u;
@@ -784,8 +682,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     float *l_s = (float *)(smem + L_OFF);
 
     const uint16_t *__restrict__ kv = p.kv_cache;
+    const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
 
-    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv);
+    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
 
     /* this thread's accumulator rows (of the block's 64) and column pair */
     const int r0 = 16 * wwarp + (lane >> 2);
@@ -802,14 +701,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     /* operand descriptors: Q, P, and stage 0 of the ring as K and as V */
     const uint64_t dq = kmajor_desc(sq), dp = kmajor_desc(sp);
     const uint64_t dk0 = kmajor_desc(sk), dv0 = vmajor_desc(sk);
-    /* the stream's tile count so far: its parity is the stage */
-    int g = 0;
 
-    /* Phase 2, the KV loop over the stream of the block's items' tiles:
-     * WG0 S, softmax, its PV; WG1 loads, its PV.  Persistent, each item
-     * ends with its epilogue (row sums, LSE, store_o) by both warpgroups
-     * in the stage of its last tile, which WG0 hands back only then.
-     * The wgmma below sit on no branch but the loops' and the warpgroup
+    /* Phase 2, the KV loop: WG0 S, softmax, its PV; WG1 loads, its PV.
+     * The wgmma below sit on no branch but the loop's and the warpgroup
      * choice: ptxas serialises every wgmma of a kernel that has one on a
      * path it cannot prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0) {
@@ -826,149 +720,107 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 #pragma unroll
         for (int i = 0; i < 32; ++i)
             s[i] = 0.f;
-        for (;;) {
-            const uint32_t *anc = p.anc_mask + (int64_t)b.r * N_MAX * W;
-            for (int t = b.t0; t < b.t1; ++t, ++g) {
-                const int st = g & 1;
-                if (g > 0)
-                    bar_sync(BAR_KFULL + st);
-                wg_fence();
-                qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
-                wg_commit();
-                wg_wait<0>();
-                pin(s);
+        for (int t = t0; t < t1; ++t) {
+            const int it = t - t0, st = it & 1;
+            if (it > 0)
+                bar_sync(BAR_KFULL + st);
+            wg_fence();
+            qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
+            wg_commit();
+            wg_wait<0>();
+            pin(s);
 
-                /* P goes straight to shared memory: wait until WG1's PV
-                 * of the last tile is done with it (long since, usually) */
-                if (g > 0)
-                    bar_sync(BAR_PEMPTY);
-                const bool tail = (t + 1) * BN > b.past;
-                if (tail)
-                    mask_tail(s, t, b.past, b.total, b.nn, anc, b.m0 + r0,
-                              scale_log2);
-                float alpha[2];
-                softmax_to_p(s, alpha, m_ref, l_part, tail, neg, abs_scale,
-                             scale_log2, prow, mi, l7);
-                if ((lane & 3) == 0) {
-                    alpha_s[r0] = alpha[0];
-                    alpha_s[r0 + 8] = alpha[1];
-                }
-                proxy_fence();
-                bar_arrive(BAR_PFULL);
-
-                pv_issue(o, alpha[0], alpha[1], dp, dv0,
-                         st * TILE_BYTES + vcol);
-                pv_finish(o);
-                /* an item's last stage holds its O for store_o */
-                if (!persistent || t + 1 < b.t1)
-                    bar_arrive(BAR_KEMPTY + st);
+            /* P goes straight to shared memory: wait until WG1's PV of
+             * the last tile is done with it (long since, usually) */
+            if (it > 0)
+                bar_sync(BAR_PEMPTY);
+            const bool tail = (t + 1) * BN > past;
+            if (tail)
+                mask_tail(s, t, past, total, nn,
+                          p.anc_mask + (int64_t)b.r * N_MAX * W, m0 + r0,
+                          scale_log2);
+            float alpha[2];
+            softmax_to_p(s, alpha, m_ref, l_part, tail, neg, abs_scale,
+                         scale_log2, prow, mi, l7);
+            if ((lane & 3) == 0) {
+                alpha_s[r0] = alpha[0];
+                alpha_s[r0 + 8] = alpha[1];
             }
-            if (!persistent)
-                break;
-            float lse2[2];
-            finish_rows(p, b, l_part, m_ref, lse2, l_s, r0, lane, true);
-            bar_sync(BAR_OSTAGE); /* l_s for WG1's half; its PV is done */
-            const int last = (g - 1) & 1;
-            store_o(p, b, o, l_s,
-                    (uint16_t *)(smem + K_OFF + last * TILE_BYTES), r0, c2,
-                    wg, wwarp, lane);
-            bar_arrive(BAR_KEMPTY + last);
-            item = va_first(b, p, it, item + it.stride);
-            if (item >= it.end)
-                break;
-#pragma unroll
-            for (int i = 0; i < 128; ++i)
-                o[i] = 0.f;
-            m_ref[0] = m_ref[1] = kdt_neg_inf();
-            l_part[0] = l_part[1] = 0.f;
+            proxy_fence();
+            bar_arrive(BAR_PFULL);
+
+            pv_issue(o, alpha[0], alpha[1], dp, dv0,
+                     st * TILE_BYTES + vcol);
+            pv_finish(o);
+            bar_arrive(BAR_KEMPTY + st);
         }
-        if (g > 0)
+        if (t1 > t0)
             bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
     } else {
-        /* the stream's next two tiles after the current one (n1: its KV
-         * rows in `rows`, read from the block table a tile ahead) */
-        va_step n1 = {b, item, b.t0};
-        va_step_next(n1, p, it);
-        va_step n2 = n1;
-        va_step_next(n2, p, it);
-        int64_t rows[BN / 16];
-        if (n1.item < it.end)
-            kv_rows(rows, wtid, n1.t, n1.b.total,
-                    p.block_table + (int64_t)n1.b.r * p.max_pages);
-        for (;;) {
-            for (int t = b.t0; t < b.t1; ++t, ++g) {
-                const int st = g & 1, nb = st ^ 1;
-                const bool more = n1.item < it.end;
-                /* tile g+1 goes where tile g-1 was: WG0 must be done with
-                 * it (and with the item's O staged there, persistent) */
-                if (g > 0)
-                    bar_sync(BAR_KEMPTY + nb);
-                if (more)
-                    load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
-                kdt_cp_async_commit();
-                if (n2.item < it.end)
-                    kv_rows(rows, wtid, n2.t, n2.b.total,
-                            p.block_table + (int64_t)n2.b.r * p.max_pages);
+        int64_t rows[BN / 16]; /* of tile t+1 */
+        kv_rows(rows, wtid, t0 + 1, total, bt);
+        for (int t = t0; t < t1; ++t) {
+            const int it = t - t0, st = it & 1, nb = st ^ 1;
+            /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
+            if (it > 0)
+                bar_sync(BAR_KEMPTY + nb);
+            if (t + 1 < t1)
+                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
+            kdt_cp_async_commit();
+            kv_rows(rows, wtid, t + 2, total, bt);
 
-                bar_sync(BAR_PFULL);
-                /* WG0's S of this item's last tile is done: the next
-                 * item's Q goes in now */
-                if (more && t + 1 == b.t1) {
-                    load_q(p, n1.b, sq, wtid, NTHREADS / 2);
-                    kdt_cp_async_commit();
-                }
-                pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
-                         st * TILE_BYTES + vcol);
-                /* tile g+1 is published while this PV runs, so WG0's S
-                 * of it queues behind the PV instead of waiting for its
-                 * end */
-                if (more) {
-                    kdt_cp_async_wait<0>();
-                    proxy_fence();
-                    bar_arrive(BAR_KFULL + nb);
-                }
-                pv_finish(o);
-                bar_arrive(BAR_PEMPTY);
-                n1 = n2;
-                va_step_next(n2, p, it);
+            bar_sync(BAR_PFULL);
+            pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
+                     st * TILE_BYTES + vcol);
+            /* tile t+1 is published while this PV runs, so WG0's S of it
+             * queues behind the PV instead of waiting for its end */
+            if (t + 1 < t1) {
+                kdt_cp_async_wait<0>();
+                proxy_fence();
+                bar_arrive(BAR_KFULL + nb);
             }
-            if (!persistent)
-                break;
-            bar_sync(BAR_OSTAGE); /* WG0's l_s; its PV is done */
-            store_o(p, b, o, l_s,
-                    (uint16_t *)(smem + K_OFF + ((g - 1) & 1) * TILE_BYTES),
-                    r0, c2, wg, wwarp, lane);
-            item = va_first(b, p, it, item + it.stride);
-            if (item >= it.end)
-                break;
-#pragma unroll
-            for (int i = 0; i < 128; ++i)
-                o[i] = 0.f;
+            pv_finish(o);
+            bar_arrive(BAR_PEMPTY);
         }
-        if (g > 0)
-            bar_sync(BAR_KEMPTY + ((g - 1) & 1)); /* WG0's last */
+        if (t1 > t0)
+            bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
     }
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
-    if (persistent)
-        return;
 
-    /* ---- Phase 3, a split's epilogue: row sums (WG0), LSE, and its O
-     * merged in the cluster or written to the workspace ---- */
+    /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
     float lse2[2] = {0.f, 0.f}; /* WG0's rows' log2-sum-exp (va_lse2) */
-    if (wg == 0)
-        finish_rows(p, b, l_part, m_ref, lse2, l_s, r0, lane, !clustered);
+    if (wg == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = l_part[h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            lse2[h] = va_lse2(m_ref[h], l);
+            if ((lane & 3) == 0) {
+                l_s[r0 + 8 * h] = l;
+                if (!clustered)
+                    va_store_lse(p, b, m0 + r0 + 8 * h, lse2[h]);
+            }
+        }
+    }
     __syncthreads();
     if (clustered) {
         cluster_merge(p, b, o, lse2, l_s, (float *)(smem + K_OFF), sk, r0, c2,
                       wg, tid);
         return;
     }
+
+    if (b.nsplit == 1) {
+        store_o(p, b, o, l_s, (uint16_t *)(smem + K_OFF), r0, c2, wg, wwarp,
+                lane);
+        return;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int row = r0 + 8 * h;
-        if (b.m0 + row >= ROWS)
+        if (m0 + row >= ROWS)
             continue;
-        const va_out d = va_row_out(p, b, b.m0 + row, l_s[row]);
+        const va_out d = va_row_out(p, b, m0 + row, l_s[row]);
         const int col0 = VCOLS * wg + c2;
 #pragma unroll
         for (int j = 0; j < 32; ++j)

@@ -37,10 +37,8 @@
 #include "ref/ddtree.h"
 #include "ref/verify_attn.h"
 
-/* src/kernels/verify_attn.c's test hooks: > 0 forces the split count;
- * > 0 caps a persistent launch's blocks. */
+/* src/kernels/verify_attn.c's test hook: > 0 forces the split count. */
 extern int kdt_verify_attn_splits_override;
-extern int kdt_verify_attn_grid_cap;
 
 #define D_QK 576
 #define D_V 512
@@ -374,49 +372,6 @@ START_TEST(splits)
 }
 END_TEST
 
-/* Unsplit launches of the wgmma body are persistent: a block runs a
- * stream of (row tile, request) items, the next item's Q and first tile
- * loading behind this one's last.  With the grid capped at 1, 2, 3 and 7
- * blocks, streams mix items of one tile (past 0, root only) and many,
- * requests whose row tiles are partly padding (skipped in the stream)
- * and a row count that leaves the last tile of a request part-full.  On
- * the mma.sync body the cap changes nothing and the same answers must
- * come out. */
-START_TEST(persistent_streams)
-{
-    int past[] = {0, 4096, 1, 63, 64, 300, 0};
-    int nn[] = {1, 65, 2, 17, 65, 1, 40};
-    prob p;
-    prob_init(&p, 7, 16, 65, 16, past, nn, TREE_RANDOM, 2.0f);
-    int pastb[] = {5, 700};
-    int nnb[] = {1, 3};
-    prob q;
-    prob_init(&q, 2, 128, 3, 64, pastb, nnb, TREE_RANDOM, 0.0722f);
-    int pastc[] = {0, 1, 63, 64, 65, 1000, 2};
-    int nnc[] = {1, 1, 1, 1, 1, 1, 1};
-    prob c;
-    prob_init(&c, 7, 1, 1, 1, pastc, nnc, TREE_RANDOM, 0.1f);
-    static const int caps[] = {1, 2, 3, 7};
-    long bad = 0;
-    char what[64];
-    for (int i = 0; i < 4; i++) {
-        kdt_verify_attn_grid_cap = caps[i];
-        snprintf(what, sizeof what, "grid<=%d h16", caps[i]);
-        bad += run_check(&p, 1, 1, NULL, what);
-        snprintf(what, sizeof what, "grid<=%d h128", caps[i]);
-        bad += run_check(&q, 1, i & 1, NULL, what);
-        snprintf(what, sizeof what, "grid<=%d h1 page1", caps[i]);
-        bad += run_check(&c, 1, 1, NULL, what);
-    }
-    kdt_verify_attn_grid_cap = 0;
-    prob_free(&p);
-    prob_free(&q);
-    prob_free(&c);
-    ck_assert_msg(bad == 0, "persistent_streams: %ld elements out of "
-                  "tolerance", bad);
-}
-END_TEST
-
 /* How many clusters of each size the device runs at once, as the split
  * rule asks (kdt_cluster_fit): at most the SMs' worth, nothing past the
  * runtime's limit, the same answer twice; and the library's own choice
@@ -588,7 +543,6 @@ suite(void)
     tcase_add_test(tc, ddtree_trees);
     tcase_add_test(tc, big_tree);
     tcase_add_test(tc, splits);
-    tcase_add_test(tc, persistent_streams);
     tcase_add_test(tc, cluster_fit);
     tcase_add_test(tc, first_launch_captured);
     tcase_add_test(tc, negative_scale);

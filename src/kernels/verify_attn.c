@@ -5,8 +5,7 @@
  *
  * The kernel (kernels_src/verify_attn.cu) runs one block per (row tile of
  * 64 folded node*head rows, KV split, request), with one of two bodies
- * (va_geometry below); the wgmma body's unsplit launch is persistent
- * instead: a block per resident slot, each taking those items in turn.  The split count is chosen
+ * (va_geometry below).  The split count is chosen
  * here, on the host, from the shape and the device alone, never from the
  * device-side past_len, so that one workspace size serves every round of a
  * shape and the launch reads nothing back from the GPU.
@@ -34,9 +33,6 @@
  * clusters (else through the workspace); tests force every path whatever
  * the GPU.  0 = the rules below. */
 int kdt_verify_attn_splits_override;
-/* Test hook: when > 0, at most this many blocks in a persistent launch,
- * so that short problems still run long streams of items a block. */
-int kdt_verify_attn_grid_cap;
 
 static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "kdt_math.cuh", "kdt_attn_tiles.h",
@@ -76,8 +72,6 @@ typedef struct va_geom {
     int threads;
     int smem;        /* dynamic shared memory per block */
     int by_regs;     /* blocks an SM's registers hold */
-    int persistent;  /* unsplit launches: a block per resident slot,
-                      * taking the (row tile, request) items in turn */
     /* the tile shape (folded rows a block, tokens a KV tile) and the
      * split rule's constants */
     const kdt_va_split_costs *costs;
@@ -93,10 +87,9 @@ va_geometry(const kdtree_runtime *rt)
     if (kdt_target_parse(kdt_runtime_target(rt), &kind, &sfx) == 90 &&
         sfx == 'a')
         return (va_geom){KDT_ATTN_WG_THREADS, KDT_ATTN_WG_SMEM, 1,
-                         KDT_ATTN_WG_PERSISTENT, &kdt_va_costs_wgmma};
+                         &kdt_va_costs_wgmma};
     /* one block an SM (8 warps of 255 registers fill the register file) */
-    return (va_geom){KDT_ATTN_THREADS, KDT_ATTN_SMEM, 1, 0,
-                     &kdt_va_costs_mma};
+    return (va_geom){KDT_ATTN_THREADS, KDT_ATTN_SMEM, 1, &kdt_va_costs_mma};
 }
 
 /* Blocks of the attention kernel that one SM runs at a time: what the
@@ -297,17 +290,6 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
                                   (unsigned)R, 1, (unsigned)cluster,
                                   (unsigned)g.threads, (unsigned)g.smem,
                                   stream, &p);
-    }
-    if (splits == 1 && g.persistent) {
-        /* one block a resident slot at most (the kernel takes the items
-         * in turn), never more blocks than items */
-        int64_t items = (int64_t)tiles * R, grid = va_slots(rt, &g);
-        if (kdt_verify_attn_grid_cap > 0 && grid > kdt_verify_attn_grid_cap)
-            grid = kdt_verify_attn_grid_cap;
-        if (grid > items)
-            grid = items;
-        return kdt_launch(rt, m->fn[0], (unsigned)grid, 1, 1,
-                          (unsigned)g.threads, (unsigned)g.smem, stream, &p);
     }
     p.workspace = need ? (float *)(uintptr_t)attn->workspace : NULL;
     st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits, (unsigned)R,

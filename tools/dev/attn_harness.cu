@@ -31,9 +31,6 @@
  *   H_REPS=N          bench: N launches a batch, 21 batches (default 4, 15)
  *   H_SPIN=US         bench: a one-thread spin kernel of US microseconds
  *                     before each batch, as kdtree-bench queues them
- *   H_GRID=N          at most N blocks in an unsplit launch of the
- *                     persistent wgmma body (long streams of items on
- *                     any GPU)
  */
 #include <cstdio>
 #include <cstdlib>
@@ -68,7 +65,6 @@ struct Knobs {
     bool bench_data;
     int reps, batches;
     long long spin_us;
-    int grid;
 };
 static Knobs knobs;
 
@@ -304,13 +300,6 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     p.num_splits = splits;
     p.scale = scale;
     dim3 grid((ROWS + BM - 1) / BM, splits, P.R);
-#if defined(KDT_ATTN_WG_PERSISTENT) && KDT_ATTN_WGMMA
-    /* unsplit, the wgmma body is persistent (kdt_attn_tiles.h); a kernel
-     * copy from before it lacks the macro and gets the full grid */
-    if (splits == 1)
-        grid = dim3(std::min<int>(grid.x * P.R,
-                                  knobs.grid ? knobs.grid : sm_count), 1, 1);
-#endif
     if (cl > 1) {
         cudaLaunchAttribute at;
         const cudaLaunchConfig_t cfg = cluster_config(&at, grid, cl, st);

@@ -2,7 +2,7 @@
 # attn_visit.sh: one GPU-host visit for verify_attn through the standalone
 # harness (tools/dev/attn_harness.cu, nvcc), no library needed.  Builds
 # every variant at every shape, checks each against the double CPU
-# reference (19 checks, 11 more of the in-cluster merge for a wgmma
+# reference (19 checks, and 11 more of the in-cluster merge for a wgmma
 # variant whose kernels have it), times them side by side (variants
 # alternate case by case, so drift hits all alike), runs compute-sanitizer
 # on one variant and, optionally, ncu on one case.  Results under $OUT:
@@ -96,20 +96,6 @@ K check -2 0.0722 11 64:65 63:2
 H check -7 0.0722 14 100:1025 0:300 5:1
 J check -6 0.0722 16 200:513
 EOT
-# persistent streams (an unsplit launch of a wgmma variant whose kernels
-# are persistent), the grid capped so that each block runs many items
-cat > $B/pchecks <<'EOT'
-A check 1 0.0722 31 4096:65 0:1 17:3 100:65
-G check 1 0.0722 32 0:1 1000:65 5:2 300:17
-B check 1 0.1 33 0:1 1:1 63:1 64:1 65:1 1000:1
-D check 1 2.0 34 63:17 64:17 65:17 0:1
-H check 1 0.0722 35 100:1025 0:300 5:1
-J check 1 0.0722 36 200:513 4000:100
-EOT
-persistent() { # NAME:ARCH:KDIR
-    IFS=: read _ va kd <<< "$1"
-    [ "$va" = 90a ] && grep -q KDT_ATTN_WG_PERSISTENT "$kd/kdt_attn_tiles.h"
-}
 clustered() { # NAME:ARCH:KDIR
     IFS=: read _ va kd <<< "$1"
     [ "$va" = 90a ] && grep -q cluster_merge "$kd/verify_attn_wgmma.cuh"
@@ -122,11 +108,6 @@ for v in $VARIANTS; do
     clustered "$v" && while read s args; do
         [ -x $B/$s.$vn ] && echo "$B/$s.$vn $args"
     done < $B/cchecks
-    persistent "$v" && for g in 1 3; do
-        while read s args; do
-            [ -x $B/$s.$vn ] && echo "env H_GRID=$g $B/$s.$vn $args"
-        done < $B/pchecks
-    done
 done | xargs -d '\n' -P 8 -I{} sh -c 'timeout 120 {} 2>&1 || echo "FAIL (exit $?): {}"' > "$OUT/check.log"
 for v in $VARIANTS; do
     vn=${v%%:*}
@@ -135,7 +116,6 @@ for v in $VARIANTS; do
     # told apart by their output lines
     n=$(wc -l < $B/checks)
     clustered "$v" && n=$((n + $(wc -l < $B/cchecks)))
-    persistent "$v" && n=$((n + 2 * $(wc -l < $B/pchecks)))
     el "checks $vn: $(grep -c "^check $vn .* ok$" "$OUT/check.log") ok of $n"
 done
 grep -v " ok$" "$OUT/check.log" | head -30 | tee -a "$OUT/summary.txt"
@@ -156,11 +136,6 @@ if [ -n "$SANITIZE" ] && [ -x $B/D.$SANITIZE ]; then
         compute-sanitizer --tool racecheck $B/A.$SANITIZE check 1 0.5 25 90:65
         compute-sanitizer --tool synccheck $B/A.$SANITIZE check 2 0.5 27 70:9
         for v in $VARIANTS; do
-            [ "${v%%:*}" = "$SANITIZE" ] && persistent "$v" && {
-                H_GRID=2 compute-sanitizer --tool memcheck $B/A.$SANITIZE check 1 0.5 28 40:5 0:1 200:65
-                H_GRID=2 compute-sanitizer --tool racecheck $B/D.$SANITIZE check 1 0.5 29 70:9 3:17 0:1
-                H_GRID=1 compute-sanitizer --tool synccheck $B/B.$SANITIZE check 1 0.5 30 0:1 5:1 70:1
-            }
             [ "${v%%:*}" = "$SANITIZE" ] && clustered "$v" && {
                 compute-sanitizer --tool memcheck $B/A.$SANITIZE check -4 0.5 21 40:5 17:9 200:65
                 compute-sanitizer --tool racecheck $B/D.$SANITIZE check -3 0.5 24 70:9 3:17
