@@ -405,25 +405,6 @@ mask_tail(float (&s)[32], int t, int past, int total, int nn,
     }
 }
 
-/* Brings the ancestor-mask rows of rows row0 and row0 + 8 into L1 a few
- * tiles ahead of the first tail tile.  Otherwise mask_tail's first loads
- * of them miss to DRAM (the KV streaming through L2 has evicted them
- * since the last item that read them), a latency of ~2.5k cycles a tail
- * tile in front of its softmax, with the tensor pipe idle. */
-static __device__ __forceinline__ void
-mask_prefetch(const uint32_t *__restrict__ anc, int row0)
-{
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const uint32_t *mask_row =
-            anc + min((row0 + 8 * h) / H, N_MAX - 1) * W;
-#pragma unroll
-        for (int k = 0; k < W; k += 32)
-            asm volatile("prefetch.global.L1 [%0];" :: "l"(mask_row + k));
-        asm volatile("prefetch.global.L1 [%0];" :: "l"(mask_row + W - 1));
-    }
-}
-
 /* O rows r0 (a0) and r0 + 8 (a1) of this thread times their rescale
  * factors; the lazy maximum makes both 1 on almost every tile. */
 static __device__ __forceinline__ void
@@ -739,10 +720,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 #pragma unroll
         for (int i = 0; i < 32; ++i)
             s[i] = 0.f;
-        const uint32_t *anc = p.anc_mask + (int64_t)b.r * N_MAX * W;
-        /* the tile at which the rows' masks are fetched into L1: two
-         * ahead of the first tail tile (past / BN), or the first */
-        const int pf_t = t1 > past / BN ? max(t0, past / BN - 2) : -1;
         for (int t = t0; t < t1; ++t) {
             const int it = t - t0, st = it & 1;
             if (it > 0)
@@ -750,8 +727,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             wg_fence();
             qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
             wg_commit();
-            if (t == pf_t)
-                mask_prefetch(anc, m0 + r0);
             wg_wait<0>();
             pin(s);
 
@@ -761,7 +736,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                 bar_sync(BAR_PEMPTY);
             const bool tail = (t + 1) * BN > past;
             if (tail)
-                mask_tail(s, t, past, total, nn, anc, m0 + r0, scale_log2);
+                mask_tail(s, t, past, total, nn,
+                          p.anc_mask + (int64_t)b.r * N_MAX * W, m0 + r0,
+                          scale_log2);
             float alpha[2];
             softmax_to_p(s, alpha, m_ref, l_part, tail, neg, abs_scale,
                          scale_log2, prow, mi, l7);
