@@ -6,8 +6,12 @@
 # names the problem;
 # and `make bench` (tools/run-bench.sh) says in the table and the JSON
 # that a baseline was skipped and why (here a stand-in baseline_topk.py
-# that skips as the real one does without torch).  Builds and runs no
-# kernel.  Skips (77) without python3 for the baseline part.
+# that skips as the real one does without torch), and does not run a
+# baseline at all when --only leaves its kernel no case; the real
+# baseline_topk.py refuses a --configs without a file, or with a line
+# that is not a draft_topk config (exit 2), before it looks for torch.
+# Builds and runs no kernel.  Skips (77) without python3 for the
+# baseline part.
 set -u
 bench=${KDTREE_BENCH:-./tools/kdtree-bench}
 src=${srcdir:-.}
@@ -49,6 +53,22 @@ if ! command -v python3 >/dev/null 2>&1; then
     [ $fail -eq 0 ] && exit 77
     exit 1
 fi
+# want_runs JSON OUTCOME WHAT: the report JSON's baseline_runs is one run
+# of baseline_topk.py, with no rows, that came to OUTCOME.
+want_runs() {
+    python3 - "$1" "$2" "$3" <<'PY' || fail=1
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    sys.exit("FAIL: no JSON from run-bench.sh: %s" % e)
+runs = d.get("baseline_runs")
+want = [{"script": "baseline_topk.py", "outcome": sys.argv[2], "rows": 0}]
+if runs != want:
+    sys.exit("FAIL: baseline_runs is %r, want %r" % (runs, want))
+print("ok: " + sys.argv[3])
+PY
+}
 # A stand-in for a baseline that cannot run here: the real scripts exit 77
 # with the reason on stderr when torch or a CUDA device is missing.
 cat >"$tmp/baseline_topk.py" <<'PY'
@@ -74,17 +94,42 @@ else
     sed 's/^/    /' "$tmp/table" >&2
     fail=1
 fi
-python3 - "$tmp/bench.json" <<'PY' || fail=1
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except (OSError, ValueError) as e:
-    sys.exit("FAIL: no JSON from run-bench.sh: %s" % e)
-runs = d.get("baseline_runs")
-want = [{"script": "baseline_topk.py",
-         "outcome": "skipped: torch is not installed", "rows": 0}]
-if runs != want:
-    sys.exit("FAIL: baseline_runs is %r, want %r" % (runs, want))
-print("ok: the JSON says the baseline was skipped")
+want_runs "$tmp/bench.json" "skipped: torch is not installed" \
+    "the JSON says the baseline was skipped"
+
+# --only that leaves draft_topk no case: its baseline is not run (the
+# stand-in would leave a mark) and the report says why.
+cat >"$tmp/baseline_topk.py" <<PY
+open("$tmp/ran", "w").close()
 PY
+KDTREE_BENCH="$bench" KDTREE_BENCH_TOOLS="$tmp" \
+    KDTREE_BENCH_JSON="$tmp/bench2.json" \
+    sh "$src/tools/run-bench.sh" --quick --compile-only --arch '' \
+    --kernel draft_topk --only 'R=1,' >"$tmp/table" 2>"$tmp/err"
+if [ -e "$tmp/ran" ]; then
+    echo "FAIL: the baseline ran though --only left draft_topk no case" >&2
+    fail=1
+fi
+want_runs "$tmp/bench2.json" "skipped: --only left no draft_topk case" \
+    "no baseline where --only left its kernel no case"
+
+# script_error WANT ARGS...: baseline_topk.py ARGS exits 2 and says WANT.
+script_error() {
+    want=$1
+    shift
+    python3 "$src/tools/baseline_topk.py" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 2 ] || ! grep -q -- "$want" "$tmp/err"; then
+        echo "FAIL: baseline_topk.py $*: exit $rc (want 2), stderr:" >&2
+        sed 's/^/    /' "$tmp/err" >&2
+        fail=1
+    else
+        echo "ok: baseline_topk.py $*: exit 2, \"$want\""
+    fi
+}
+script_error '--configs needs a file' --configs
+printf 'R=1,L=15,V=163840,K=64,bf16\nH=8 R=1 past_len=4096 rows=65\n' \
+    >"$tmp/configs"
+script_error 'not a draft_topk config' --configs "$tmp/configs"
+script_error 'No such file' --configs "$tmp/nosuch"
 exit $fail

@@ -84,12 +84,17 @@ static const char flatten_py[] =
 
 /* Writes the config strings of the rows of `kernel` measured so far, one a
  * line, into a temp file whose name goes into `out`: the cases a baseline
- * script is to time (its --configs).  0, or -1 when there are none. */
+ * script is to time (its --configs).  0; 1 when there are none (no file);
+ * -1 when the file cannot be written. */
 static int
 write_configs(bench_ctx *b, const char *kernel, char *out, size_t size)
 {
     int fd, n = 0;
     FILE *f;
+    for (int i = 0; i < b->n_rows; i++)
+        n += strcmp(b->rows[i].kernel, kernel) == 0;
+    if (!n)
+        return 1;
     snprintf(out, size, "/tmp/kdtree-bench-configs.XXXXXX");
     if ((fd = mkstemp(out)) < 0)
         return -1;
@@ -99,14 +104,13 @@ write_configs(bench_ctx *b, const char *kernel, char *out, size_t size)
         return -1;
     }
     for (int i = 0; i < b->n_rows; i++)
-        if (strcmp(b->rows[i].kernel, kernel) == 0) {
+        if (strcmp(b->rows[i].kernel, kernel) == 0)
             fprintf(f, "%s\n", b->rows[i].config);
-            n++;
-        }
-    fclose(f);
-    if (!n)
+    if (fclose(f) != 0) {
         unlink(out);
-    return n ? 0 : -1;
+        return -1;
+    }
+    return 0;
 }
 
 /* Records the outcome of a run (the first one said wins: a skip is not
@@ -201,7 +205,10 @@ run_flattener(bench_ctx *b, base_run *run, const char *path,
     unlink(tmp);
 }
 
-/* Runs `script`; with `kernel`, on the cases of it this run measured. */
+/* Runs `script` on the cases of `kernel` this run measured (its own
+ * grid when it measured none, as without a GPU); when --only left no case
+ * of `kernel`, not at all: a baseline of cases nobody asked for would be
+ * time spent on nothing the report shows. */
 static void
 run_baseline(bench_ctx *b, const char *tools_dir, const char *script,
              const char *kernel)
@@ -219,8 +226,17 @@ run_baseline(bench_ctx *b, const char *tools_dir, const char *script,
         outcome(run, "failed: not found (%s)", path);
         return;
     }
-    if (kernel && write_configs(b, kernel, configs, sizeof configs) != 0)
+    int st = write_configs(b, kernel, configs, sizeof configs);
+    if (st != 0)
         configs[0] = 0;
+    if (st == 1 && b->only) {
+        outcome(run, "skipped: --only left no %s case", kernel);
+        return;
+    }
+    if (st < 0) {
+        outcome(run, "failed: cannot write its cases to a temp file");
+        return;
+    }
     run_flattener(b, run, path, configs);
     if (configs[0])
         unlink(configs);
@@ -230,7 +246,7 @@ void
 bench_run_baselines(bench_ctx *b, const char *tools_dir, int topk, int attn)
 {
     if (topk)
-        run_baseline(b, tools_dir, "baseline_topk.py", NULL);
+        run_baseline(b, tools_dir, "baseline_topk.py", "draft_topk");
     if (attn)
         run_baseline(b, tools_dir, "baseline_attn.py", "verify_attn");
 }
