@@ -122,14 +122,12 @@ def main(argv):
             "median_us": round(us, 3),
         })
         del x
-    if "--json" in argv:
-        text = json.dumps({"rows": rows})
-        i = argv.index("--json")
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            with open(argv[i + 1], "w") as f:
-                f.write(text + "\n")
-        else:
-            print(text)
+    out = arg_value(argv, "--json")
+    if out:
+        with open(out, "w") as f:
+            f.write(json.dumps({"rows": rows}) + "\n")
+    elif out == "":
+        print(json.dumps({"rows": rows}))
     else:
         for r in rows:
             print("%-40s %10.1f us" % (r["config"], r["median_us"]))
