@@ -23,9 +23,11 @@
  *    stage; the block-table entries a tile before that), then
  *    O[:, 256:512] += P V once P is published, publishing the next tile
  *    while that PV runs (so WG0's S of it queues behind the PV).
- * Phases: load_q_and_first_tile; per tile, WG0's qk_issue (S), mask_tail
- * and softmax_to_p, pv_issue / pv_finish, and WG1's kv_rows /
- * load_kv_tile, pv_issue / pv_finish; then the epilogue (row sums, LSE,
+ * Phases: tail_words_load (WG0: the tail tiles' mask words, before any
+ * cp.async), load_q_and_first_tile, tail_bits_pack (WG0); per tile,
+ * WG0's qk_issue (S), mask_tail (from registers) and softmax_to_p,
+ * pv_issue / pv_finish, and WG1's kv_rows / load_kv_tile, pv_issue /
+ * pv_finish; then the epilogue (row sums, LSE,
  * normalised O: store_o, through shared memory in whole lines, when the
  * block is unsplit), or, when the row tile's splits were launched as one
  * cluster, cluster_merge (the splits merged through distributed shared
@@ -375,34 +377,125 @@ qk_issue(float (&s)[32], uint64_t dq, uint64_t dk)
                       desc_add(dk, kb * BLK_BYTES + ks * 32), kb | ks);
 }
 
-/* A tail tile (it holds tree rows or the end of the KV): S scaled to
- * log2 units, and -inf where rows row0 and row0 + 8 may not look (`anc`
- * is the request's ancestor masks):
- * positions at or past past_len that are not its ancestors (or itself),
- * and positions past the KV's end. */
-static __device__ __forceinline__ void
-mask_tail(float (&s)[32], int t, int past, int total, int nn,
-          const uint32_t *__restrict__ anc, int row0, float scale_log2)
+/* The ancestor masks of a block's tail tiles (those that hold positions
+ * at or past past_len), in WG0's registers.  Of a tail tile, a thread
+ * needs 16 visibility bits of each of its rows r0 and r0 + 8: columns
+ * 8 j + c2 + e (j < 8, e < 2) of S.  So one 32-bit word a tile holds
+ * both rows' bits (bit 16 h + 2 j + e), and TAIL_TILES of them cover the
+ * most tail tiles a block can have: the tree's N_MAX positions starting
+ * anywhere in a 64-token tile.
+ *
+ * Why registers: a tail tile's mask loads, issued while WG1's cp.async of
+ * the next KV tile fill the SM's load pipeline, stalled WG0 (5-8% of the
+ * time at 513 rows), and neither fetching the lines early nor staging
+ * them in shared memory took it back (docs/performance.md, eleventh
+ * session).  So the mask words are loaded when the block starts, before
+ * the Q tile's and first KV tile's cp.async (tail_words_load), and packed
+ * once those have landed (tail_bits_pack). */
+constexpr int TAIL_TILES = (N_MAX + 2 * BN - 2) / BN;
+/* mask words a row's tail tiles span: each tile's 64 bits start
+ * anywhere in a word, so TAIL_TILES pairs and one more */
+constexpr int TAIL_WORDS = 2 * TAIL_TILES + 1;
+/* rows r0 and r0 + 8 are one node when H is a multiple of 16 */
+constexpr int MASK_ROWS = H % 16 == 0 ? 1 : 2;
+
+/* Position jj - past_len of the block's first tail tile's column 0
+ * (>= -63): where its first mask bit sits in the tree's bit stream. */
+static __device__ __forceinline__ int
+tail_base(const va_block &b)
 {
-    const int lane = threadIdx.x & 31, c2 = 2 * (lane & 3);
+    return max(b.t0, b.past / BN) * BN - b.past;
+}
+
+/* Phase 0 (WG0): the raw mask words of rows row0 and row0 + 8 that the
+ * block's tail tiles span, words wb .. wb + TAIL_WORDS - 1 of each row
+ * (wb = tail_base / 32, rounded down).  A word before the tree (its
+ * positions are the prefix) is all ones; one past the tree, or of a row
+ * that is not a node, is 0 and not read; a block without a tail tile
+ * reads nothing. */
+static __device__ __forceinline__ void
+tail_words_load(uint32_t (&u)[MASK_ROWS][TAIL_WORDS], const va_block &b,
+                const uint32_t *__restrict__ anc, int row0)
+{
+    const bool any = b.t1 * BN > b.past;
+    const int wb = tail_base(b) >> 5;
+    const int ntree = b.total - b.past;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < MASK_ROWS; ++h) {
         const int node = (row0 + 8 * h) / H;
+        const bool live = any && node < b.nn;
+        /* 32 wi < ntree <= N_MAX <= 32 W: a word read is in the row */
         const uint32_t *mask_row = anc + min(node, N_MAX - 1) * W;
+#pragma unroll
+        for (int i = 0; i < TAIL_WORDS; ++i) {
+            const int wi = wb + i;
+            u[h][i] = wi < 0 ? ~0u
+                : live && 32 * wi < ntree ? __ldg(mask_row + wi) : 0u;
+        }
+    }
+}
+
+/* The 8 bits of columns 8 j + c2 + e (j < 4, e < 2) of a 32-column
+ * window x, as bit 2 j + e. */
+static __device__ __forceinline__ uint32_t
+thread_cols8(uint32_t x, int c2)
+{
+    uint32_t y = (x >> c2) & 0x03030303u;
+    y = (y | (y >> 6)) & 0x000f000fu;
+    return (y | (y >> 12)) & 0xffu;
+}
+
+/* Phase 1b (WG0): tail_words_load's words as one word a tail tile, the
+ * block's first tail tile in bits[0].  Tile k's window is bits
+ * base + 64 k .. base + 64 k + 63 of a row's stream; the bits of
+ * positions past the tree's end (total) are cleared here. */
+static __device__ __forceinline__ void
+tail_bits_pack(uint32_t (&bits)[TAIL_TILES],
+               const uint32_t (&u)[MASK_ROWS][TAIL_WORDS], const va_block &b,
+               int c2)
+{
+    const int base = tail_base(b), wb = base >> 5, sh = base & 31;
+    const int ntree = b.total - b.past;
+#pragma unroll
+    for (int k = 0; k < TAIL_TILES; ++k) {
+        uint32_t out = 0;
+#pragma unroll
+        for (int h = 0; h < MASK_ROWS; ++h) {
+            uint32_t v[3];
+#pragma unroll
+            for (int d = 0; d < 3; ++d) {
+                const int wi = wb + 2 * k + d;
+                const int nb = ntree - 32 * wi; /* the word's tree bits */
+                const uint32_t keep = wi < 0 || nb >= 32 ? ~0u
+                    : nb <= 0 ? 0u : (1u << nb) - 1u;
+                v[d] = u[h][2 * k + d] & keep;
+            }
+            const uint32_t lo = __funnelshift_r(v[0], v[1], sh);
+            const uint32_t hi = __funnelshift_r(v[1], v[2], sh);
+            out |= (thread_cols8(lo, c2) | thread_cols8(hi, c2) << 8)
+                << (16 * h);
+        }
+        bits[k] = MASK_ROWS == 1 ? out | out << 16 : out;
+    }
+}
+
+/* A tail tile: S scaled to log2 units, and -inf where this thread's rows
+ * may not look (`bits`, this tile's word of tail_bits_pack): positions at
+ * or past past_len that are not the row's ancestors (or itself), and
+ * positions past the KV's end. */
+static __device__ __forceinline__ void
+mask_tail(float (&s)[32], uint32_t bits, float scale_log2)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const int pos = t * BN + 8 * j + c2 + e;
-                bool vis = pos < past;
-                if (!vis && pos < total && node < nn) {
-                    const int jj = pos - past;
-                    vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
-                }
                 float &x = s[4 * j + 2 * h + e];
-                x = vis ? x * scale_log2 : kdt_neg_inf();
+                x = (bits >> (16 * h + 2 * j + e)) & 1u ? x * scale_log2
+                                                        : kdt_neg_inf();
             }
-    }
 }
 
 /* O rows r0 (a0) and r0 + 8 (a1) of this thread times their rescale
@@ -671,7 +764,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const bool clustered = cluster_size() > 1;
     if (!va_block_begin<BM, BN, NTHREADS>(b, p, clustered))
         return;
-    const int past = b.past, nn = b.nn, total = b.total;
+    const int past = b.past, total = b.total;
     const int m0 = b.m0, t0 = b.t0, t1 = b.t1;
 
     const uint32_t raw = kdt_smem_addr(smem_raw);
@@ -684,11 +777,15 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const uint16_t *__restrict__ kv = p.kv_cache;
     const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
 
-    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
-
     /* this thread's accumulator rows (of the block's 64) and column pair */
     const int r0 = 16 * wwarp + (lane >> 2);
     const int c2 = 2 * (lane & 3);
+    uint32_t mask_words[MASK_ROWS][TAIL_WORDS];
+    if (wg == 0)
+        tail_words_load(mask_words, b, p.anc_mask + (int64_t)b.r * N_MAX * W,
+                        m0 + r0);
+
+    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i)
@@ -716,6 +813,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
          * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
         const int mi = lane >> 3, l7 = lane & 7;
         const uint32_t prow = sp + (16 * wwarp + 8 * (mi & 1) + l7) * 128;
+        uint32_t tail_bits[TAIL_TILES];
+        tail_bits_pack(tail_bits, mask_words, b, c2);
         float s[32];
 #pragma unroll
         for (int i = 0; i < 32; ++i)
@@ -735,10 +834,12 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             if (it > 0)
                 bar_sync(BAR_PEMPTY);
             const bool tail = (t + 1) * BN > past;
-            if (tail)
-                mask_tail(s, t, past, total, nn,
-                          p.anc_mask + (int64_t)b.r * N_MAX * W, m0 + r0,
-                          scale_log2);
+            if (tail) { /* this tile's word, then the next one's down */
+                mask_tail(s, tail_bits[0], scale_log2);
+#pragma unroll
+                for (int k = 0; k + 1 < TAIL_TILES; ++k)
+                    tail_bits[k] = tail_bits[k + 1];
+            }
             float alpha[2];
             softmax_to_p(s, alpha, m_ref, l_part, tail, neg, abs_scale,
                          scale_log2, prow, mi, l7);
