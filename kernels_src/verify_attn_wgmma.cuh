@@ -545,20 +545,6 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     __syncthreads();
 }
 
-/* 2^x on the FMA pipe (x <= ~8): 2^j 2^f, j = rint(x), f in [-0.5, 0.5],
- * 2^f by a cubic (relative error 7.5e-5, far below bf16's); 0 below -126 */
-static __device__ __forceinline__ float
-exp2_fma(float x)
-{
-    const float magic = 12582912.f; /* 1.5 * 2^23: rint in the low bits */
-    const float t = x + magic;
-    const float f = x - (t - magic);
-    float p = fmaf(fmaf(fmaf(0.055174145847558975f, f, 0.24261757731437683f),
-                        f, 0.6932610869407654f), f, 0.9999275803565979f);
-    p = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-    return x < -126.f ? 0.f : p;
-}
-
 /* Phase 2b, WG0's online softmax of rows r0 (h = 0) and r0 + 8 (h = 1) of
  * tile t, whose S this thread holds as columns 8 j + c2 + e (j < 8,
  * e < 2), i.e. s[4 j + 2 h + e]: the row maxima, the lazy reference
@@ -623,9 +609,7 @@ softmax_to_p(float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
             for (int jj = 0; jj < 2; ++jj) {
                 const float *x = &s[4 * (j + jj) + 2 * h];
                 const float p0 = kdt_exp2(fmaf(x[0], xs, -mu[h]));
-                /* a quarter of the exp2s on the FMA pipe */
-                const float y1 = fmaf(x[1], xs, -mu[h]);
-                const float p1 = jj ? exp2_fma(y1) : kdt_exp2(y1);
+                const float p1 = kdt_exp2(fmaf(x[1], xs, -mu[h]));
                 l_part[h] += p0 + p1;
                 pk[h][jj] = kdt_pack_bf16x2(p0, p1);
             }
