@@ -28,10 +28,9 @@
 #define KDT_ATTN_NSTAGE 2      /* KV tiles in the ring */
 #define KDT_ATTN_THREADS 256   /* 8 warps */
 #define KDT_ATTN_ROW_BYTES 1168 /* one padded 576-wide bf16 row in smem */
-/* ring + partial-S slots + P + alpha + row sums + a stage's mbarrier
- * each (one line: the source
+/* ring + partial-S slots + P + alpha + row sums (one line: the source
  * embedder does not keep backslash continuations) */
-#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_THREADS * 2 * KDT_ATTN_BN + 4 * (16 * KDT_ATTN_BN * 2 + 256) + KDT_ATTN_BM * 4 + KDT_ATTN_NSTAGE * 8)
+#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_THREADS * 2 * KDT_ATTN_BN + 4 * (16 * KDT_ATTN_BN * 2 + 256) + KDT_ATTN_BM * 4)
 /* The sm_90a body (verify_attn_wgmma.cuh): Hopper's wgmma, two
  * warpgroups, the whole 64-row Q tile and two 64-token KV tiles resident
  * in shared memory: Q 73,728 + KV 2 x 73,728 + P 8,192 + alpha and l

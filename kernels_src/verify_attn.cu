@@ -226,14 +226,12 @@ constexpr int SX_OFF = RING_BYTES;            /* partial S, a slot a warp */
 constexpr int PX_OFF = SX_OFF + NTHREADS * 2 * BN; /* P + alpha, a row group */
 constexpr int P_BYTES = 16 * BN * 2;          /* P of one row group */
 constexpr int L_OFF = PX_OFF + 4 * (P_BYTES + 256); /* the row sums */
-constexpr int FULL_OFF = L_OFF + BM * 4;      /* a stage's mbarrier each */
-constexpr int SMEM_BYTES = FULL_OFF + NSTAGE * 8;
+constexpr int SMEM_BYTES = L_OFF + BM * 4;
 constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 constexpr int NCOL = 128;                     /* O columns of a PV warp */
 constexpr int NT = NCOL / 8;                  /* their n8 tiles */
 
 static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
-static_assert(FULL_OFF % 8 == 0, "mbarriers are 8-byte aligned");
 static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
 static_assert(BM == 64 && NTHREADS == 256 && BN == 32 && NSTAGE == 2,
@@ -243,100 +241,40 @@ static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX, "ran
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
 /* Named barriers (0 is __syncthreads): a QK pair's (ids 1..4, 64
- * threads), a group's (ids 5, 6, 128 threads), and the two groups'
- * hand-offs (256 threads: group 0 arrives, group 1 waits): BAR_EMPTY +
- * stage, group 0 is done with the tile in that stage; BAR_QK + tile
- * parity, group 0 has done its S of the tile.  Each is waited before
- * group 0 can reach it again (it needs the tile group 1 loads after the
- * wait). */
-constexpr int BAR_EMPTY = 7;
-constexpr int BAR_QK = 9;
-
+ * threads), a group's (ids 5, 6, 128 threads). */
 static __device__ __forceinline__ void
 named_bar(int id, int count)
 {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
 
-static __device__ __forceinline__ void
-named_arrive(int id, int count)
-{
-    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(count) : "memory");
-}
-
-/* A stage's "tile landed" mbarrier (sm_80 and later): group 1's 128
- * loaders each hand it their copies (cp.async.mbarrier.arrive.noinc: the
- * arrival happens when the thread's earlier cp.async have landed, and
- * counts as one of the 128 expected), so no loader waits for its own
- * copies; every thread waits for the phase of the tile it needs. */
-static __device__ __forceinline__ void
-mbar_init(uint32_t bar, int count)
-{
-    asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(bar), "r"(count)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void
-mbar_arrive_copies(uint32_t bar)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" :: "r"(bar)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void
-mbar_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    do
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    while (!done);
-}
-
-/* The loaders, group 1's 128 threads: TPT a token (16-byte pieces
- * col, col + TPT, ...), LOAD_TOKS tokens a pass, LOAD_PASSES passes a
- * tile.  kv_pages reads the block-table entries of a tile's tokens,
- * load_kv_tile issues its copies. */
-constexpr int LOADERS = NTHREADS / 2;
-constexpr int TPT = 8;                        /* threads per token */
-constexpr int LOAD_TOKS = LOADERS / TPT;
-constexpr int LOAD_PASSES = BN / LOAD_TOKS;
-constexpr int PIECES = CHUNKS / TPT;
-static_assert(CHUNKS % TPT == 0 && BN % LOAD_TOKS == 0, "whole tiles");
-
-static __device__ __forceinline__ void
-kv_pages(int (&pg)[LOAD_PASSES], int tok, int t, int total,
-         const int32_t *__restrict__ bt)
-{
-#pragma unroll
-    for (int i = 0; i < LOAD_PASSES; ++i) {
-        const int pos = t * BN + tok + LOAD_TOKS * i;
-        pg[i] = pos < total ? __ldg(bt + pos / PAGE) : 0;
-    }
-}
+/* The KV rows this thread copies: token `tok` of every tile, 16-byte
+ * pieces col0, col0 + TPT, ... (fixed for the whole block, so a tile costs
+ * one block-table read and a few cp.async per thread). */
+constexpr int TPT = NTHREADS / BN;            /* threads per token */
+constexpr int PIECES = (CHUNKS + TPT - 1) / TPT;
 
 /* Copies KV tile t (tokens t*BN ..) of the request into the stage at
- * `dst` (this thread's first piece of its first token), pages from
- * kv_pages; tokens at or past `total` are zero-filled (never read: the
- * block table may hold garbage there, and a zero V row times P = 0
- * cannot make NaN). */
+ * `dst` (this thread's first piece); tokens at or past `total` are
+ * zero-filled (never read: the block table may hold garbage there, and a
+ * zero V row times P = 0 cannot make NaN). */
 static __device__ __forceinline__ void
-load_kv_tile(uint32_t dst, int tok, int col, int t, int total,
-             const int (&pg)[LOAD_PASSES], const uint16_t *__restrict__ kv)
+load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
+             const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
 {
-#pragma unroll
-    for (int i = 0; i < LOAD_PASSES; ++i) {
-        const int pos = t * BN + tok + LOAD_TOKS * i;
-        const bool ok = pos < total;
-        const uint16_t *src = ok
-            ? kv + ((int64_t)pg[i] * PAGE + pos % PAGE) * D_QK + col * 8 : kv;
-#pragma unroll
-        for (int k = 0; k < PIECES; ++k)
-            kdt_cp_async16(dst + (LOAD_TOKS * i * ROW_BYTES) + k * TPT * 16,
-                           src + (ok ? k * TPT * 8 : 0), ok ? 16 : 0);
+    const int pos = t * BN + tok;
+    const uint16_t *src = kv;
+    int bytes = 0;
+    if (pos < total) {
+        const int page = __ldg(bt + pos / PAGE);
+        src = kv + ((int64_t)page * PAGE + pos % PAGE) * D_QK + col0 * 8;
+        bytes = 16;
     }
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i)
+        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
+            kdt_cp_async16(dst + i * TPT * 16, src + (bytes ? i * TPT * 8 : 0),
+                           bytes);
 }
 
 /* Phase 1: the block's Q tile (rows m0.., padding rows zero) through the
@@ -568,10 +506,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
      * owns 128 columns (wi) of the group's 32 rows. */
     const int g = warp >> 2, wi = warp & 3;
     const int rg = 2 * g + (wi >> 1), hd = wi & 1;
-    const uint32_t full = ring + FULL_OFF;
-    if (tid == 0) /* load_q's block barriers publish the init */
-        for (int k = 0; k < NSTAGE; ++k)
-            mbar_init(full + 8 * k, LOADERS);
     uint32_t qa[KSTEPS][4];
     load_q(qa, p, b, ring, tid, rg, hd, lane);
 
@@ -597,61 +531,36 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                             + (HALF * hd + 8 * ((lane >> 3) & 1)) * 2;
     const uint32_t v_lane = ((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES
                             + (NCOL * wi + 8 * (lane >> 4)) * 2;
-    /* group 1 loads every KV tile: token ltok (+ LOAD_TOKS i), pieces
-     * lcol + TPT k of it */
-    const int ltok = (tid % LOADERS) / TPT, lcol = tid % TPT;
+    const int ltok = tid / TPT, lcol = tid % TPT;
     const uint32_t ldst = ring + ltok * ROW_BYTES + lcol * 16;
-    int pg[LOAD_PASSES]; /* block-table entries of the tile being loaded */
 
     /*
-     * Phase 2, the KV loop.  The two groups run the same tile out of
-     * step: group 1 starts its S of a tile once group 0 has done its own
-     * (BAR_QK), so on every scheduler (one warp of each group) one warp's
-     * exchanges and softmax meet the other's MMAs rather than its own
-     * exchanges and softmax.  Group 1, behind, refills a stage as soon as
-     * it is done with it (group 0, ahead, has been since BAR_EMPTY), with
-     * the tile NSTAGE further on; every thread waits for its tile's
-     * mbarrier.  Per warp: S of the tile, the pair's S exchange, the
-     * softmax, the group's P exchange, PV.
+     * Phase 2, the KV loop.  Iteration t: the block barrier (tile t
+     * landed; every warp is done with tile t-1, whose stage the refill of
+     * tile t+1 takes), then per warp: S of tile t, the pair's S exchange,
+     * the softmax, the group's P exchange, PV of tile t.
      */
-    if (g == 1) /* both stages are free at the start */
-#pragma unroll
-        for (int k = 0; k < NSTAGE; ++k)
-            if (t0 + k < t1) {
-                kv_pages(pg, ltok, t0 + k, b.total, bt);
-                load_kv_tile(ldst + k * STAGE_BYTES, ltok, lcol, t0 + k,
-                             b.total, pg, kv);
-                mbar_arrive_copies(full + 8 * k);
-            }
+    if (t0 < t1)
+        load_kv_tile(ldst, ltok, lcol, t0, b.total, kv, bt);
+    kdt_cp_async_commit();
     for (int t = t0; t < t1; ++t) {
-        const int it = t - t0, st = it % NSTAGE;
-        const uint32_t stage = ring + st * STAGE_BYTES;
-        mbar_wait(full + 8 * st, (it / NSTAGE) & 1);
-        if (g == 1)
-            named_bar(BAR_QK + (it & 1), NTHREADS);
+        const int it = t - t0;
+        kdt_cp_async_wait<0>(); /* this thread's part of tile t */
+        __syncthreads();
+        if (t + 1 < t1)
+            load_kv_tile(ldst + ((it + 1) % NSTAGE) * STAGE_BYTES, ltok, lcol,
+                         t + 1, b.total, kv, bt);
+        kdt_cp_async_commit();
+        const uint32_t stage = ring + (it % NSTAGE) * STAGE_BYTES;
         float s[NTN][4];
         qk_half(s, qa, stage + k_lane);
-        if (g == 0)
-            named_arrive(BAR_QK + (it & 1), NTHREADS);
         exchange_s(s, sx, warp, rg, lane);
         softmax_rows(s, pa, aa, m_ref, l_part, t, b, anc, row0, c2,
                      scale_log2);
         exchange_p(po, ao, pa, aa, px, g, rg, hd, lane);
         pv_tile(o, pa, aa, po, ao, stage + v_lane);
-        if (t + NSTAGE < t1) {
-            if (g == 0) {
-                named_arrive(BAR_EMPTY + st, NTHREADS);
-            } else {
-                /* the block-table reads go out before the wait, so their
-                 * latency hides behind it */
-                kv_pages(pg, ltok, t + NSTAGE, b.total, bt);
-                named_bar(BAR_EMPTY + st, NTHREADS);
-                load_kv_tile(ldst + st * STAGE_BYTES, ltok, lcol, t + NSTAGE,
-                             b.total, pg, kv);
-                mbar_arrive_copies(full + 8 * st);
-            }
-        }
     }
+    kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
 #pragma unroll

@@ -2,7 +2,6 @@
 // per CUDA thread, barriers for __syncthreads and warp ops.
 #pragma once
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -131,18 +130,6 @@ static inline void emu_cp_do(const emu_cp &c) {
     memset(d, 0, 16);
     if (c.bytes) { emu_check_global(c.src, c.bytes); memcpy(d, (const void *)c.src, c.bytes); }
 }
-// mbarriers (sm_80 and later, in shared memory): a phase completes when
-// its expected count of arrivals is in.  cp.async.mbarrier.arrive.noinc
-// hands the barrier this thread's copies; lazy mode lands them when the
-// phase completes (the latest the GPU may), eager mode landed them at issue.
-struct emu_mbar { uint64_t addr; int expected, pending; unsigned phase; std::vector<emu_cp> copies; };
-inline std::vector<emu_mbar> emu_mbars;
-inline pthread_mutex_t emu_mbar_mu = PTHREAD_MUTEX_INITIALIZER;
-static inline emu_mbar &emu_mbar_at(uint64_t a, const std::string &stmt) { // under emu_mbar_mu
-    emu_smem_ptr(a, 8, 8);
-    for (auto &m : emu_mbars) if (m.addr == a) return m;
-    emu_die("mbarrier used before mbarrier.init", stmt);
-}
 inline uint32_t emu_wslot[2][32][32][8];
 inline thread_local unsigned emu_wpar;
 // posts n words, waits for the warp, returns the slot row of this round
@@ -265,41 +252,6 @@ inline void emu_asm_state::run(const std::string &op, const std::vector<std::str
             for (auto &c : emu_cp_groups.front()) emu_cp_do(c);
             emu_cp_groups.erase(emu_cp_groups.begin());
         }
-        return;
-    }
-    if (op == "mbarrier.init.shared.b64") {
-        uint64_t at = get(a[0]);
-        int n = (int)get(a[1]);
-        emu_smem_ptr(at, 8, 8);
-        pthread_mutex_lock(&emu_mbar_mu);
-        emu_mbars.erase(std::remove_if(emu_mbars.begin(), emu_mbars.end(), [&](const emu_mbar &m) { return m.addr == at; }), emu_mbars.end());
-        emu_mbars.push_back(emu_mbar{at, n, n, 0, {}});
-        pthread_mutex_unlock(&emu_mbar_mu);
-        return;
-    }
-    if (op == "cp.async.mbarrier.arrive.noinc.shared.b64") {
-        std::vector<emu_cp> mine;
-        for (auto &g : emu_cp_groups) mine.insert(mine.end(), g.begin(), g.end());
-        mine.insert(mine.end(), emu_cp_open.begin(), emu_cp_open.end());
-        emu_cp_groups.clear(); emu_cp_open.clear();
-        pthread_mutex_lock(&emu_mbar_mu);
-        emu_mbar &m = emu_mbar_at(get(a[0]), stmt);
-        m.copies.insert(m.copies.end(), mine.begin(), mine.end());
-        if (--m.pending == 0) {
-            for (auto &c : m.copies) emu_cp_do(c);
-            m.copies.clear();
-            m.pending = m.expected;
-            m.phase++;
-        }
-        pthread_mutex_unlock(&emu_mbar_mu);
-        return;
-    }
-    if (op == "mbarrier.try_wait.parity.shared.b64" || op == "mbarrier.test_wait.parity.shared.b64") {
-        pthread_mutex_lock(&emu_mbar_mu);
-        bool done = (emu_mbar_at(get(a[1]), stmt).phase & 1) != ((uint32_t)get(a[2]) & 1);
-        pthread_mutex_unlock(&emu_mbar_mu);
-        set(a[0], done);
-        if (!done) sched_yield();
         return;
     }
     if (is("ldmatrix.sync.aligned.m8n8.")) {
