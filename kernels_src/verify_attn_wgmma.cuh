@@ -17,17 +17,21 @@
  *
  * Block = 64 folded rows x one KV split of one request, two warpgroups:
  *  - WG0: S = Q K^T for a 64-token tile (36 k16 steps of m64n64k16), the
- *    online softmax (ancestor mask on tail tiles only), P (bf16) and the
- *    per-row rescale factor into shared memory, then O[:, 0:256] += P V.
+ *    online softmax (ancestor mask on tail tiles only), the per-row
+ *    rescale factor and P (bf16) into shared memory, P in two halves of
+ *    32 tokens: O[:, 0:256] += P V of the first half is issued before
+ *    the second half's exponentials, so the tensor pipe has work while
+ *    WG0 computes them.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
  *    stage; the block-table entries a tile before that), then
- *    O[:, 256:512] += P V once P is published, publishing the next tile
- *    while that PV runs (so WG0's S of it queues behind the PV).
+ *    O[:, 256:512] += P V as each half of P is published, publishing the
+ *    next tile while that PV runs (so WG0's S of it queues behind the
+ *    PV).
  * Phases: tail_words_load (WG0: the tail tiles' mask words, before any
  * cp.async), load_q_and_first_tile, tail_bits_pack (WG0); per tile,
- * WG0's qk_issue (S), mask_tail (from registers) and softmax_to_p,
- * pv_issue / pv_finish, and WG1's kv_rows / load_kv_tile, pv_issue /
- * pv_finish; then the epilogue (row sums, LSE,
+ * WG0's qk_issue (S), mask_tail (from registers), softmax_max and,
+ * a half of P at a time, softmax_p_half and pv_issue, then pv_finish;
+ * WG1's kv_rows / load_kv_tile, pv_issue of each half / pv_finish; then the epilogue (row sums, LSE,
  * normalised O: store_o, through shared memory in whole lines, when the
  * block is unsplit), or, when the row tile's splits were launched as one
  * cluster, cluster_merge (the splits merged through distributed shared
@@ -74,8 +78,11 @@ static_assert(PAGE >= 1 && PAGE <= 256, "range");
  * bar.arrive against the other's bar.sync, 256 threads */
 constexpr int BAR_KFULL = 1;                  /* + stage: tile landed */
 constexpr int BAR_KEMPTY = 3;                 /* + stage: WG0 done with it */
-constexpr int BAR_PFULL = 5;                  /* P, alpha published */
-constexpr int BAR_PEMPTY = 6;                 /* WG1's PV done with P */
+constexpr int BAR_PFULL = 5;                  /* + half: P's half published */
+constexpr int BAR_PEMPTY = 7;                 /* WG1's PV done with P */
+/* P leaves WG0 in two halves of PHALF tokens, so that both warpgroups'
+ * PV of the first half runs while WG0 computes the second */
+constexpr int PHALF = BN / 2;
 
 static __device__ __forceinline__ void
 bar_sync(int id)
@@ -547,16 +554,14 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
 
 /* Phase 2b, WG0's online softmax of rows r0 (h = 0) and r0 + 8 (h = 1) of
  * tile t, whose S this thread holds as columns 8 j + c2 + e (j < 8,
- * e < 2), i.e. s[4 j + 2 h + e]: the row maxima, the lazy reference
- * maximum and the rescale factors alpha, then P = 2^(x - mu) into the
- * swizzled P tile at `prow` (stmatrix) and into the row sums.  A tail
- * tile's s is already scaled and masked (mask_tail). */
+ * e < 2), i.e. s[4 j + 2 h + e].  softmax_max: the row maxima, the lazy
+ * reference maximum, the rescale factors alpha and the exponents' offset
+ * mu.  A tail tile's s is already scaled and masked (mask_tail). */
 static __device__ __forceinline__ void
-softmax_to_p(float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
-             float (&l_part)[2], bool tail, bool neg, float abs_scale,
-             float scale_log2, uint32_t prow, int mi, int l7)
+softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
+            float (&l_part)[2], float (&mu)[2], bool tail, bool neg,
+            float abs_scale)
 {
-    float mu[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float mx;
@@ -595,21 +600,29 @@ softmax_to_p(float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
         /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
         mu[h] = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
     }
-    /* p = 2^(x - mu), packed to bf16 pairs (pk[h][jj]: the fragment of
-     * 8x8 matrix (h, j + jj) of the warp's 16 x 64 P), into the swizzled
-     * K-major P tile (piece j of row r at piece j ^ (r % 8)), four
-     * matrices a stmatrix */
-    const float xs = tail ? 1.f : scale_log2;
+}
+
+/* softmax_p_half: half `half` of the tile's P (tokens PHALF half ..),
+ * p = 2^(x s_scale - mu), into the row sums and, packed to bf16 pairs
+ * (pk[h][jj]: the fragment of 8x8 matrix (h, j + jj) of the warp's
+ * 16 x 64 P), into the swizzled K-major P tile at `prow` (piece j of row
+ * r at piece j ^ (r % 8)), four matrices a stmatrix.  x_scale is 1 on a
+ * tail tile (mask_tail scaled it), scale_log2 otherwise. */
+static __device__ __forceinline__ void
+softmax_p_half(const float (&s)[32], const float (&mu)[2],
+               float (&l_part)[2], float x_scale, uint32_t prow, int mi,
+               int l7, int half)
+{
 #pragma unroll
-    for (int j = 0; j < 8; j += 2) {
+    for (int j = PHALF / 8 * half; j < PHALF / 8 * (half + 1); j += 2) {
         uint32_t pk[2][2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
                 const float *x = &s[4 * (j + jj) + 2 * h];
-                const float p0 = kdt_exp2(fmaf(x[0], xs, -mu[h]));
-                const float p1 = kdt_exp2(fmaf(x[1], xs, -mu[h]));
+                const float p0 = kdt_exp2(fmaf(x[0], x_scale, -mu[h]));
+                const float p1 = kdt_exp2(fmaf(x[1], x_scale, -mu[h]));
                 l_part[h] += p0 + p1;
                 pk[h][jj] = kdt_pack_bf16x2(p0, p1);
             }
@@ -620,18 +633,22 @@ softmax_to_p(float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
 
 /* Phase 2c (both warpgroups): O[:, this warpgroup's 256 columns] = alpha
  * O + P V for the V columns `voff` bytes into the ring (`dv0`: the ring
- * as V).  pv_issue starts it; pv_finish waits for it (it must be done
- * within the loop's iteration: an accumulator carried around the loop in
- * flight serialises every wgmma). */
+ * as V), one half of P at a time.  pv_issue starts a half (half 0
+ * rescales O first); pv_finish waits for both (they must be done within
+ * the loop's iteration: an accumulator carried around the loop in flight
+ * serialises every wgmma).  Nothing touches O between the halves, so
+ * the second queues behind the first. */
 static __device__ __forceinline__ void
 pv_issue(float (&o)[128], float a0, float a1, uint64_t dp, uint64_t dv0,
-         uint32_t voff)
+         uint32_t voff, int half)
 {
-    rescale(o, a0, a1);
-    pin(o);
+    if (half == 0) {
+        rescale(o, a0, a1);
+        pin(o);
+    }
     wg_fence();
 #pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks)
+    for (int ks = PHALF / 16 * half; ks < PHALF / 16 * (half + 1); ++ks)
         wg_mma_pv(o, desc_add(dp, ks * 32),
                   desc_add(dv0, voff + ks * 2048));
     wg_commit();
@@ -840,18 +857,21 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                 for (int k = 0; k + 1 < TAIL_TILES; ++k)
                     tail_bits[k] = tail_bits[k + 1];
             }
-            float alpha[2];
-            softmax_to_p(s, alpha, m_ref, l_part, tail, neg, abs_scale,
-                         scale_log2, prow, mi, l7);
+            float alpha[2], mu[2];
+            softmax_max(s, alpha, m_ref, l_part, mu, tail, neg, abs_scale);
             if ((lane & 3) == 0) {
                 alpha_s[r0] = alpha[0];
                 alpha_s[r0 + 8] = alpha[1];
             }
-            proxy_fence();
-            bar_arrive(BAR_PFULL);
-
-            pv_issue(o, alpha[0], alpha[1], dp, dv0,
-                     st * TILE_BYTES + vcol);
+            const float x_scale = tail ? 1.f : scale_log2;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
+                proxy_fence();
+                bar_arrive(BAR_PFULL + half);
+                pv_issue(o, alpha[0], alpha[1], dp, dv0,
+                         st * TILE_BYTES + vcol, half);
+            }
             pv_finish(o);
             bar_arrive(BAR_KEMPTY + st);
         }
@@ -872,7 +892,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 
             bar_sync(BAR_PFULL);
             pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
-                     st * TILE_BYTES + vcol);
+                     st * TILE_BYTES + vcol, 0);
             /* tile t+1 is published while this PV runs, so WG0's S of it
              * queues behind the PV instead of waiting for its end */
             if (t + 1 < t1) {
@@ -880,6 +900,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                 proxy_fence();
                 bar_arrive(BAR_KFULL + nb);
             }
+            bar_sync(BAR_PFULL + 1);
+            pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
             pv_finish(o);
             bar_arrive(BAR_PEMPTY);
         }
