@@ -31,11 +31,12 @@
  * cp.async), load_q_and_first_tile, tail_bits_pack (WG0); per tile,
  * WG0's qk_issue (S), mask_tail (from registers), softmax_max and,
  * a half of P at a time, softmax_p_half and pv_issue, then pv_finish;
- * WG1's kv_rows / load_kv_tile, pv_issue of each half / pv_finish; then the epilogue (row sums, LSE,
- * normalised O: store_o, through shared memory in whole lines, when the
- * block is unsplit), or, when the row tile's splits were launched as one
- * cluster, cluster_merge (the splits merged through distributed shared
- * memory: no workspace, no merge kernel).
+ * WG1's kv_rows / load_kv_tile, pv_issue of each half / pv_finish; then
+ * the epilogue (row sums, LSE, normalised O: store_o, through shared
+ * memory in whole lines, when the block is unsplit), or, when the row
+ * tile's splits were launched as one cluster, cluster_merge (the splits
+ * merged through distributed shared memory: no workspace, no merge
+ * kernel).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
@@ -603,7 +604,7 @@ softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
 }
 
 /* softmax_p_half: half `half` of the tile's P (tokens PHALF half ..),
- * p = 2^(x s_scale - mu), into the row sums and, packed to bf16 pairs
+ * p = 2^(x x_scale - mu), into the row sums and, packed to bf16 pairs
  * (pk[h][jj]: the fragment of 8x8 matrix (h, j + jj) of the warp's
  * 16 x 64 P), into the swizzled K-major P tile at `prow` (piece j of row
  * r at piece j ^ (r % 8)), four matrices a stmatrix.  x_scale is 1 on a
