@@ -7,16 +7,17 @@
  *
  * The mma.sync body (every target but sm_90a; within sm_120's 99 KB a
  * block):
- *  - BM = 64 folded rows (node * H + head) per block, 8 warps.  Q stays in
- *    registers (64 x 576 bf16 = 72 registers a thread), so Q never costs
- *    shared-memory bandwidth; the 64 x 512 f32 output accumulator is 128
- *    registers a thread (32 rows x 128 columns a warp).
+ *  - BM = 64 folded rows (node * H + head) per block, 8 warps in two
+ *    groups of 32 rows.  Q stays in registers (64 x 576 bf16 = 72
+ *    registers a thread: a warp holds its group's 32 rows over a quarter
+ *    of the dims), so Q never costs shared-memory bandwidth; the 64 x 512
+ *    f32 output accumulator is 128 registers a thread (32 rows x 128
+ *    columns a warp).
  *  - BN = 32 tokens per KV tile, NSTAGE = 2 stages (one tile computed, the
  *    next one landing): 2 x 32 rows x 1168 B (576 bf16 + 16 B of padding so
  *    that the 8 row addresses of an ldmatrix hit 8 distinct bank groups).
- *  - Total shared memory 96,512 B: the ring (also the Q staging area),
- *    the partial-S slots (16 KB, one a warp), P and the rescale factors of
- *    the four row groups (5 KB), the row sums.
+ *  - A mailbox a warp (BOX = 3 partial S of 32 lanes x 2 halves x 16 B,
+ *    later its P and rescale factors), and the row sums: 99,584 B in all.
  */
 #ifndef KDT_ATTN_TILES_H
 #define KDT_ATTN_TILES_H
@@ -28,9 +29,10 @@
 #define KDT_ATTN_NSTAGE 2      /* KV tiles in the ring */
 #define KDT_ATTN_THREADS 256   /* 8 warps */
 #define KDT_ATTN_ROW_BYTES 1168 /* one padded 576-wide bf16 row in smem */
-/* ring + partial-S slots + P + alpha + row sums (one line: the source
- * embedder does not keep backslash continuations) */
-#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + KDT_ATTN_THREADS * 2 * KDT_ATTN_BN + 4 * (16 * KDT_ATTN_BN * 2 + 256) + KDT_ATTN_BM * 4)
+#define KDT_ATTN_BOX 3072      /* a warp's mailbox */
+/* ring + 8 mailboxes + row sums (one line: the source embedder does not
+ * keep backslash continuations) */
+#define KDT_ATTN_SMEM (KDT_ATTN_NSTAGE * KDT_ATTN_BN * KDT_ATTN_ROW_BYTES + 8 * KDT_ATTN_BOX + KDT_ATTN_BM * 4)
 /* The sm_90a body (verify_attn_wgmma.cuh): Hopper's wgmma, two
  * warpgroups, the whole 64-row Q tile and two 64-token KV tiles resident
  * in shared memory: Q 73,728 + KV 2 x 73,728 + P 8,192 + alpha and l
