@@ -391,14 +391,17 @@ start_job(bench_ctx *b, load_job *j, int index, const char *arch,
         j->kind = kind_of_target(arch);
         return 0;
     }
-    const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
-    if (nv)
-        st = kdt_nvrtc_pick_target(nv, b->rt->cc_major, b->rt->cc_minor,
-                                   j->target, sizeof j->target, &j->kind);
+    /* What the bench's runtime builds for: its explicit target
+     * (KDTREE_TARGET, or the one it was created for), else the device's
+     * choice; so the load path and the resources a row reports are those
+     * of the kernels the row's GPU timings ran. */
+    st = kdt_runtime_resolve_target(b->rt);
     if (st) {
-        problem(j->r, "NVRTC: %s", kdtree_last_error());
+        problem(j->r, "target: %s", kdtree_last_error());
         return st;
     }
+    snprintf(j->target, sizeof j->target, "%s", b->rt->target);
+    j->kind = b->rt->kind;
     snprintf(j->r->arch, sizeof j->r->arch, "%s", j->target);
     return 0;
 }
