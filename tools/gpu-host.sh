@@ -3,7 +3,8 @@
 # (docs/gpu-host.md).  Expects, in the current directory, .gpu/ and
 # .xfer/kdtree-jit-*.tar.gz, both made by tools/gpu-prepare.sh.  Builds the
 # tarball once (kept in /tmp/kdt between calls on a warm host), then runs
-# the stages named in $STAGES (default: all, in this order):
+# the stages named in $STAGES (unset: all, in this order; set but empty:
+# none, the build alone):
 #   check     make check, GPU suites included, each test under a time limit
 #   portable  the GPU suites again with KDTREE_TARGET=$PORTABLE_TARGET
 #             (default sm_90: on Hopper, verify_attn's mma.sync body, the
@@ -17,7 +18,7 @@ set -u
 out=${OUT:-/tmp/kdt-out}
 mkdir -p "$out"
 top=$(pwd)
-stages=${STAGES:-check portable bench round sanitize}
+stages=${STAGES-check portable bench round sanitize}
 # shellcheck disable=SC1091
 . .gpu/env.sh >/dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
