@@ -314,7 +314,8 @@ load_q(uint32_t (&qa)[2][KSTEPS][4], const kdt_verify_attn_params &p,
     __syncthreads();
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
-        const uint32_t arow = ring + (32 * g + 16 * mt + (lane & 15)) * ROW_BYTES
+        const uint32_t arow = ring
+                              + (32 * g + 16 * mt + (lane & 15)) * ROW_BYTES
                               + (QDIMS * q + 8 * (lane >> 4)) * 2;
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks)
@@ -356,9 +357,9 @@ qk_half(float (&s)[2][2][4], const uint32_t (&qa)[2][KSTEPS][4],
  * half's partial, warp Q keeps its own octet's 4 values a lane in `own`
  * and puts each other octet's into its owner's mailbox, in the slot of
  * this warp (source index (Q - d - 1) mod 4), as float2s straight from
- * the accumulator's register pairs ([source][half][n8 tile][lane]).  Q is a template argument
- * so that every register index is static (a runtime one made ptxas
- * predicate moves of all 16 values and spill). */
+ * the accumulator's register pairs ([source][half][n8 tile][lane]).  Q
+ * is a template argument so that every register index is static (a
+ * runtime one made ptxas predicate moves of all 16 values and spill). */
 template <int Q>
 static __device__ __forceinline__ void
 scatter_s_q(float (&own)[2][2], const float (&s)[2][2][4], unsigned char *box,
