@@ -23,6 +23,14 @@ baseline beside its own figure:
                       the prefix (with its LSE), then each tree row over
                       its own ancestors only (a request per row, pages of
                       one token), merged by LSE (flashinfer.merge_state).
+  flashinfer-fa2-bound
+                      the bound again from FlashInfer's fa2 MLA kernel
+                      (mma.sync and cp.async: what it runs on every GPU
+                      from sm_80 on that is not Hopper, sm_120 included):
+                      the bar for our portable (mma.sync) body.  It picks
+                      its tiles by the device's shared memory a
+                      multiprocessor: on Hopper (228 KB) two stages of
+                      64-token tiles, on sm_120 (100 KB) one stage of 16.
 
 FlashInfer runs on the bench's layout: q [rows][H][576] and the paged KV
 [pages][64][576] in shuffled page order, its ckv and kpe views of the same
@@ -33,15 +41,18 @@ a GPU sleep that lets this thread queue the whole batch first (at least
 50 launches).  Plan calls are outside the time (a server plans once per
 step, for every layer).  A small case checks the cascade against an f32
 reference (and against kdtree's own kernel when kdtree_jit imports) and
-reports the largest error.  Where flashinfer does not import or cannot run
-fa3, the JSON's notes say it skipped them and why.
+reports the largest error; the fa2 bound is checked against the f32
+reference without the tree mask.  Where flashinfer does not import or
+cannot run a backend here, the JSON's notes say which rows were skipped
+and why.
 
     python3 tools/baseline_attn.py [--quick] [--json FILE] [--configs FILE]
         [--no-torch] [--no-flashinfer]
     python3 tools/baseline_attn.py --flashinfer-prebuild DIR
 
---flashinfer-prebuild builds the FlashInfer modules this script runs
-(nvcc, no GPU needed; FLASHINFER_CUDA_ARCH_LIST, default 9.0a) and copies
+--flashinfer-prebuild builds the FlashInfer modules this script runs (fa3,
+fa2, the cascade's merge; nvcc, no GPU needed; FLASHINFER_CUDA_ARCH_LIST,
+default 9.0a) and copies
 them to DIR/<name>/<name>.so, the layout of FlashInfer's AOT directory
 that tools/gpu-flashinfer.sh installs them into.  Exit status 77 when
 torch or a CUDA device is missing (kdtree-bench notes it).
@@ -272,38 +283,52 @@ def torch_case(torch, H, R, past, nn, tree, reps):
 
 # ---- FlashInfer ----------------------------------------------------------
 
-def flashinfer_modules(torch):
-    """The JIT specs of what this script runs: the fa3 MLA module for bf16
-    q/kv/o, int32 indices, 512 + 64 dims, and the cascade module
-    (merge_state).  One list for the run and for --flashinfer-prebuild."""
+# FlashInfer's MLA backends this script times: fa3, Hopper's wgmma kernel
+# (the bar for our sm_90a body), and fa2, its mma.sync kernel for every
+# other GPU from sm_80 on (the bar for our portable body).
+FI_BACKENDS = ("fa3", "fa2")
+
+
+def flashinfer_modules(torch, backends=FI_BACKENDS):
+    """The JIT specs of what this script runs: the MLA module of each
+    backend for bf16 q/kv/o, int32 indices, 512 + 64 dims, and the cascade
+    module (merge_state).  One list for the run and for
+    --flashinfer-prebuild."""
     from flashinfer.jit import gen_batch_mla_module
     from flashinfer.jit.cascade import gen_cascade_module
-    return [gen_batch_mla_module("fa3", torch.bfloat16, torch.bfloat16,
+    return [gen_batch_mla_module(b, torch.bfloat16, torch.bfloat16,
                                  torch.bfloat16, torch.int32, D_V,
-                                 D_QK - D_V, False),
-            gen_cascade_module()]
+                                 D_QK - D_V, False) for b in backends] + \
+        [gen_cascade_module()]
 
 
 def flashinfer_or_reason(torch):
-    """(flashinfer module, None) when the fa3 MLA path can run here, else
-    (None, why not)."""
+    """(flashinfer module, {backend: None if it can run here, else why
+    not}); the module is None when flashinfer does not import."""
     try:
         import flashinfer
     except Exception as e:
-        return None, "flashinfer does not import (%s)" % first_line(e)
+        why = "flashinfer does not import (%s)" % first_line(e)
+        return None, dict((b, why) for b in FI_BACKENDS)
     cc = torch.cuda.get_device_capability()
-    if cc != (9, 0):
-        return None, ("fa3 is Hopper's (sm_90a); this GPU is sm_%d%d"
-                      % cc)
-    try:
-        for spec in flashinfer_modules(torch):
-            if not spec.is_compiled and os.environ.get("FLASHINFER_DISABLE_JIT"):
-                return None, ("module %s is not prebuilt and "
+    why = {"fa3": None if cc == (9, 0) else
+           "fa3 is Hopper's (sm_90a); this GPU is sm_%d%d" % cc,
+           "fa2": None if cc >= (8, 0) else
+           "fa2 needs sm_80 or newer; this GPU is sm_%d%d" % cc}
+    for b in FI_BACKENDS:
+        if why[b]:
+            continue
+        try:
+            for spec in flashinfer_modules(torch, (b,)):
+                if not spec.is_compiled and \
+                        os.environ.get("FLASHINFER_DISABLE_JIT"):
+                    why[b] = ("module %s is not prebuilt and "
                               "FLASHINFER_DISABLE_JIT is set (see "
                               "tools/gpu-flashinfer.sh)" % spec.name)
-    except Exception as e:
-        return None, "flashinfer's module specs: %s" % first_line(e)
-    return flashinfer, None
+                    break
+        except Exception as e:
+            why[b] = "flashinfer's module specs: %s" % first_line(e)
+    return flashinfer, why
 
 
 class Paged(object):
@@ -341,9 +366,11 @@ class Paged(object):
 
 
 class FlashInferCase(object):
-    """The bound and the cascade of one case, planned once."""
+    """One case through one FlashInfer MLA backend, planned once: the
+    bound, and (cascade=True) the cascade."""
 
-    def __init__(self, torch, fi, workspace, x):
+    def __init__(self, torch, fi, workspace, x, backend="fa3",
+                 cascade=True):
         dev = DEVICE
         i32 = dict(dtype=torch.int32, device=dev)
         R, rows, H, past = x.R, x.rows, x.H, x.past
@@ -351,7 +378,12 @@ class FlashInferCase(object):
         self.q_nope, self.q_pe = x.q[..., :D_V], x.q[..., D_V:]
         qo_indptr = torch.arange(R + 1, **i32) * rows
         mk = lambda: fi.BatchMLAPagedAttentionWrapper(workspace,
-                                                      backend="fa3")
+                                                      backend=backend)
+        shape = (R * rows, H)
+        self.o = [torch.empty(shape + (D_V,), dtype=torch.bfloat16,
+                              device=dev) for _ in range(2)]
+        self.lse = [torch.empty(shape, dtype=torch.float32, device=dev)
+                    for _ in range(2)]
         # the bound: every row over prefix + tree, no mask
         self.bound = mk()
         self.bound.plan(qo_indptr, torch.arange(R + 1, **i32) * x.max_pages,
@@ -359,6 +391,8 @@ class FlashInferCase(object):
                         torch.full((R,), past + rows, **i32), H, D_V,
                         D_QK - D_V, PAGE, False, SCALE, torch.bfloat16,
                         torch.bfloat16)
+        if not cascade:
+            return
         # the cascade: the prefix, then each row's ancestors, then merge
         pp = (past + PAGE - 1) // PAGE
         self.prefix = mk()
@@ -379,11 +413,6 @@ class FlashInferCase(object):
                       torch.tensor(indptr, **i32), torch.tensor(idx, **i32),
                       torch.tensor(lens, **i32), H, D_V, D_QK - D_V, 1,
                       False, SCALE, torch.bfloat16, torch.bfloat16)
-        shape = (R * rows, H)
-        self.o = [torch.empty(shape + (D_V,), dtype=torch.bfloat16,
-                              device=dev) for _ in range(2)]
-        self.lse = [torch.empty(shape, dtype=torch.float32, device=dev)
-                    for _ in range(2)]
 
     def run_bound(self, i):
         ckv, kpe = self.x.pages(i % self.x.copies)
@@ -408,8 +437,10 @@ class FlashInferCase(object):
         return v.view(o1.shape), s.view(s1.shape)
 
 
-def reference(torch, x, c=0):
-    """f32 attention of case x's copy c: o [R * rows][H][512]."""
+def reference(torch, x, c=0, tree=True):
+    """f32 attention of case x's copy c: o [R * rows][H][512]; with
+    tree=False every row sees the whole prefix and tree (the bound's
+    problem)."""
     out = []
     for r in range(x.R):
         n = x.past + x.rows
@@ -418,7 +449,8 @@ def reference(torch, x, c=0):
         q = x.q[r * x.rows:(r + 1) * x.rows].float().reshape(-1, D_QK)
         s = (q @ kv.T) * SCALE
         vis = torch.ones(x.rows, n, dtype=torch.bool)
-        vis[:, x.past:] = x.tree.mask(torch, r)
+        if tree:
+            vis[:, x.past:] = x.tree.mask(torch, r)
         vis = vis.to(s.device).repeat_interleave(x.H, dim=0)
         s.masked_fill_(~vis, float("-inf"))
         out.append((torch.softmax(s, -1) @ kv[:, :D_V]).view(x.rows, x.H, D_V))
@@ -480,6 +512,23 @@ def check_cascade(torch, fi, workspace, gen, rng):
             + "; ".join(notes)), worst
 
 
+def check_bound(torch, fi, workspace, gen, rng, backend):
+    """A backend's bound against the f32 reference without the tree mask,
+    on the cases check_cascade uses; returns a note and the larger
+    error."""
+    notes, worst = [], 0.0
+    for H in (8, 64):
+        x = Paged(torch, H, 2, 1000, 65, Tree(2, 65, rng), 1, gen)
+        case = FlashInferCase(torch, fi, workspace, x, backend, False)
+        o_fi, _ = case.run_bound(0)
+        err = (o_fi.float() - reference(torch, x, tree=False)).abs().max()
+        worst = max(worst, err.item())
+        notes.append("H=%d: max |o - f32 reference| = %.3g" % (H, err))
+        del case, x
+    return ("flashinfer-%s-bound check (R=2 past_len=1000 rows=65, no "
+            "mask): %s" % (backend, "; ".join(notes))), worst
+
+
 # ---- prebuild --------------------------------------------------------------
 
 def prebuild(out_dir):
@@ -534,31 +583,44 @@ def main():
     notes, rows = [], []
     gen = torch.Generator().manual_seed(1)
     rng = random.Random(1)
-    fi, why = (None, "--no-flashinfer") if a.no_flashinfer else \
-        flashinfer_or_reason(torch)
+    if a.no_flashinfer:
+        fi, why = None, dict((b, "--no-flashinfer") for b in FI_BACKENDS)
+    else:
+        fi, why = flashinfer_or_reason(torch)
+    # what each backend is timed as, once it has passed its check
+    labels = {"fa3": ("flashinfer-bound", "flashinfer-cascade"),
+              "fa2": ("flashinfer-fa2-bound",)}
     workspace = None
-    if fi is not None:
+    if fi is not None and not all(why.values()):
         workspace = torch.empty(FI_WORKSPACE, dtype=torch.uint8,
                                 device=DEVICE)
+    for b in FI_BACKENDS:
+        if why[b]:
+            continue
         try:
-            note, err = check_cascade(torch, fi, workspace, gen, rng)
+            if b == "fa3":
+                note, err = check_cascade(torch, fi, workspace, gen, rng)
+            else:
+                note, err = check_bound(torch, fi, workspace, gen, rng, b)
             log(note)
             notes.append(note)
             if not err < 0.02:
-                notes.append("flashinfer-cascade: its check failed, so it "
-                             "is not timed")
-                fi, why = None, "its output is wrong (see the check)"
+                why[b] = "its output is wrong (see its check)"
         except Exception as e:
-            fi, why = None, "it failed on the check case (%s)" % first_line(e)
-    if fi is None:
-        notes.append("flashinfer-bound, flashinfer-cascade: skipped: " + why)
-        log(notes[-1])
-    else:
-        notes.append("flashinfer %s, backend fa3 (%s)" % (
-            fi.__version__, ", ".join(
+            why[b] = "it failed on the check case (%s)" % first_line(e)
+            clear_cuda_error()
+    backends = [b for b in FI_BACKENDS if not why[b]]
+    for b in FI_BACKENDS:
+        if why[b]:
+            notes.append("%s: skipped: %s" % (", ".join(labels[b]), why[b]))
+            log(notes[-1])
+    if backends:
+        notes.append("flashinfer %s, backend%s %s (%s)" % (
+            fi.__version__, "s" if len(backends) > 1 else "",
+            " and ".join(backends), ", ".join(
                 "%s %s" % (s.name.split("_dtype")[0],
                            "prebuilt" if s.is_aot else "JIT")
-                for s in flashinfer_modules(torch))))
+                for s in flashinfer_modules(torch, backends))))
     timer = Timer(torch, a.quick)
     for H, R, past, nn in cases:
         cfg = config_text(H, R, past, nn)
@@ -575,19 +637,22 @@ def main():
                 notes.append("torch %s: %s" % (cfg, first_line(e)))
                 clear_cuda_error()
             torch.cuda.empty_cache()
-        if fi is None:
+        if not backends:
             continue
         try:
             x = Paged(torch, H, R, past, nn, tree,
                       kv_copies(R, (past + nn + PAGE - 1) // PAGE), gen)
-            case = FlashInferCase(torch, fi, workspace, x)
-            for label, fn in (("flashinfer-bound", case.run_bound),
-                              ("flashinfer-cascade", case.run_cascade)):
-                us = timer(fn)
-                rows.append(dict(base, label=label, us=us,
-                                 copies=x.copies, sm_mhz=timer.last_mhz))
-                log("%s: %s %.1f us" % (cfg, label, us))
-            del case, x
+            for b in backends:
+                case = FlashInferCase(torch, fi, workspace, x, b,
+                                      b == "fa3")
+                runs = (case.run_bound, case.run_cascade)
+                for label, fn in zip(labels[b], runs):
+                    us = timer(fn)
+                    rows.append(dict(base, label=label, us=us,
+                                     copies=x.copies, sm_mhz=timer.last_mhz))
+                    log("%s: %s %.1f us" % (cfg, label, us))
+                del case
+            del x
         except Exception as e:
             notes.append("flashinfer %s: %s" % (cfg, first_line(e)))
             log(notes[-1])
@@ -597,7 +662,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(),
                        "torch": torch.__version__,
-                       "flashinfer": fi.__version__ if fi else None,
+                       "flashinfer": fi.__version__ if backends else None,
                        "notes": notes, "cases": rows}, f, indent=1)
     return 0
 
