@@ -615,12 +615,13 @@ def main():
             notes.append("%s: skipped: %s" % (", ".join(labels[b]), why[b]))
             log(notes[-1])
     if backends:
+        specs = flashinfer_modules(torch, backends)
+        names = ["%s MLA" % b for b in backends] + ["cascade"]
         notes.append("flashinfer %s, backend%s %s (%s)" % (
             fi.__version__, "s" if len(backends) > 1 else "",
             " and ".join(backends), ", ".join(
-                "%s %s" % (s.name.split("_dtype")[0],
-                           "prebuilt" if s.is_aot else "JIT")
-                for s in flashinfer_modules(torch, backends))))
+                "%s %s" % (n, "prebuilt" if s.is_aot else "JIT")
+                for n, s in zip(names, specs))))
     timer = Timer(torch, a.quick)
     for H, R, past, nn in cases:
         cfg = config_text(H, R, past, nn)
