@@ -52,10 +52,10 @@ and why.
 
 --flashinfer-prebuild builds the FlashInfer modules this script runs (fa3,
 fa2, the cascade's merge; nvcc, no GPU needed; FLASHINFER_CUDA_ARCH_LIST,
-default 9.0a) and copies
-them to DIR/<name>/<name>.so, the layout of FlashInfer's AOT directory
-that tools/gpu-flashinfer.sh installs them into.  Exit status 77 when
-torch or a CUDA device is missing (kdtree-bench notes it).
+default 9.0a) and copies them to DIR/<name>/<name>.so, the layout of
+FlashInfer's AOT directory that tools/gpu-flashinfer.sh installs them
+into.  Exit status 77 when torch or a CUDA device is missing
+(kdtree-bench notes it).
 """
 import argparse
 import json
