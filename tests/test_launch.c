@@ -13,6 +13,7 @@
  */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda/nvrtc.h"
@@ -321,11 +322,17 @@ START_TEST(build_ddtree_smem_refused)
 {
     const int64_t vals[3] = {15, 64, 65};
     const int smem = (int)kdt_bd_smem_bytes(15, 64, 65);
-    pretend(NULL, KDT_KERNEL_BUILD_DDTREE, vals, 3, smem - 1);
+    pretend("sm_90a", KDT_KERNEL_BUILD_DDTREE, vals, 3, smem - 1);
     ck_assert_int_eq(call_build_ddtree(7, 15, 64, 65), KDTREE_ERROR_SHAPE);
     ck_assert_int_eq(n_recs, 0);
-    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "kdtree_build_ddtree"));
-    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "shared memory"));
+    /* the function, the shape, the target and both sizes */
+    char want[256];
+    snprintf(want, sizeof want,
+             "kdtree_build_ddtree: build_ddtree (L=15,K=64,N_MAX=65) built "
+             "for sm_90a needs %d bytes of shared memory a block; device 0 "
+             "(sm_90a) allows %d",
+             smem, smem - 1);
+    ck_assert_str_eq(kdtree_last_error(), want);
 }
 END_TEST
 

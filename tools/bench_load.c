@@ -400,8 +400,8 @@ start_job(bench_ctx *b, load_job *j, int index, const char *arch,
         problem(j->r, "target: %s", kdtree_last_error());
         return st;
     }
-    snprintf(j->target, sizeof j->target, "%s", b->rt->target);
-    j->kind = b->rt->kind;
+    snprintf(j->target, sizeof j->target, "%s", b->rt->target.name);
+    j->kind = b->rt->target.kind;
     snprintf(j->r->arch, sizeof j->r->arch, "%s", j->target);
     return 0;
 }

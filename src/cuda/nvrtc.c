@@ -512,3 +512,19 @@ kdt_target_parse(const char *target, int *kind, char *suffix)
         *suffix = sfx;
     return n;
 }
+
+int
+kdt_target_read(kdt_target *out, const char *name)
+{
+    int kind;
+    char sfx;
+    int n = kdt_target_parse(name, &kind, &sfx);
+    if (n < 0 || strlen(name) >= sizeof out->name)
+        return -1;
+    memcpy(out->name, name, strlen(name) + 1);
+    out->major = n / 10;
+    out->minor = n % 10;
+    out->suffix = sfx;
+    out->kind = kind;
+    return 0;
+}

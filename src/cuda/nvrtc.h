@@ -49,6 +49,22 @@ int kdt_nvrtc_pick_target(const kdt_nvrtc *n, int major, int minor,
  * form. */
 int kdt_target_parse(const char *target, int *kind, char *suffix);
 
+/* A target read once from its name, for those who decide by it more than
+ * once: a runtime keeps the one it builds for, and a kernel's launch reads
+ * the fields (verify_attn's body follows sm_90a) instead of the text. */
+typedef struct kdt_target {
+    char name[16];    /* "sm_90a", "sm_120", "compute_89": NVRTC's -arch */
+    int major, minor; /* the compute capability it names: 9.0, 12.0, 8.9 */
+    char suffix;      /* 'a' architecture-specific (runs on exactly
+                       * major.minor), 'f' family, '\0' neither */
+    int kind;         /* KDT_PAYLOAD_CUBIN (sm_) or KDT_PAYLOAD_PTX
+                       * (compute_) */
+} kdt_target;
+
+/* Reads `name` (as kdt_target_parse) into *out: 0, or -1 when it is not
+ * a target name or longer than out->name holds. */
+int kdt_target_read(kdt_target *out, const char *name);
+
 /* 1 when NVRTC can emit a cubin for sm_<arch> (arch = 10*major+minor). */
 int kdt_nvrtc_supports(const kdt_nvrtc *n, int arch);
 

@@ -82,16 +82,17 @@ kdtree_build_ddtree(kdtree_runtime *rt, const kdtree_tree *tree,
     int64_t vals[3] = {L, k, n_max};
     if ((st = kdt_kernel_check(KDT_KERNEL_BUILD_DDTREE, vals)))
         return st;
+    /* a block a request, its shared memory laid out by the plan */
+    const kdt_launch_config c = {
+        .grid = {(unsigned)tree->n_requests, 1, 1},
+        .block = KDT_BD_THREADS,
+        .smem = (unsigned)kdt_bd_smem_bytes(L, k, n_max),
+        .stream = stream,
+    };
     kdt_loaded *m;
-    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
-    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_BUILD_DDTREE, vals)))
+    if ((st = kdt_runtime_ready(&m, rt, fn, KDT_KERNEL_BUILD_DDTREE, vals,
+                                c.smem, KDTREE_ERROR_SHAPE)))
         return st;
-    unsigned smem = (unsigned)kdt_bd_smem_bytes(L, k, n_max);
-    if ((int64_t)smem > m->max_dynamic_smem)
-        return kdt_fail(KDTREE_ERROR_SHAPE,
-                        "%s: L=%d, K=%d, N_MAX=%d need %u bytes of shared "
-                        "memory; this device allows %d",
-                        fn, L, k, n_max, smem, m->max_dynamic_smem);
     kdt_build_ddtree_params p = {
         .lp = (const float *)(uintptr_t)draft->lp,
         .ids = (const int32_t *)(uintptr_t)draft->ids,
@@ -110,6 +111,5 @@ kdtree_build_ddtree(kdtree_runtime *rt, const kdtree_tree *tree,
         .anc_mask = (uint32_t *)(uintptr_t)tree->anc_mask,
         .n_requests = tree->n_requests,
     };
-    return kdt_launch(rt, m->fn[0], (unsigned)tree->n_requests, 1, 1,
-                      KDT_BD_THREADS, smem, stream, &p);
+    return kdt_launch(rt, m->fn[0], &c, &p);
 }

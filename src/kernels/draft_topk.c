@@ -93,22 +93,23 @@ kdtree_draft_topk(kdtree_runtime *rt, const kdtree_draft *draft,
     if ((st = kdt_kernel_check(KDT_KERNEL_DRAFT_TOPK, vals)))
         return st;
     kdt_loaded *m;
-    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
-    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_DRAFT_TOPK, vals)))
+    if ((st = kdt_runtime_ready(&m, rt, fn, KDT_KERNEL_DRAFT_TOPK, vals,
+                                KDT_DT_SMEM, KDTREE_ERROR_SHAPE)))
         return st;
-    if (m->max_dynamic_smem < KDT_DT_SMEM)
-        return kdt_fail(KDTREE_ERROR_SHAPE,
-                        "%s: needs %d bytes of shared memory per block; this "
-                        "device allows %d",
-                        fn, KDT_DT_SMEM, m->max_dynamic_smem);
     kdt_draft_topk_params p = {
         .logits = (const void *)(uintptr_t)logits,
         .lp = (float *)(uintptr_t)draft->lp,
         .ids = (int32_t *)(uintptr_t)draft->ids,
         .n_rows = (int32_t)rows,
     };
+    /* a row's blocks as one cluster (none when split is 1) */
     unsigned split = dt_split(rt, (int32_t)rows, vocab, draft->k);
-    return kdt_launch_cluster(rt, m->fn[0], (unsigned)rows * split, 1, 1,
-                              split, 1, KDT_DT_THREADS, KDT_DT_SMEM, stream,
-                              &p);
+    const kdt_launch_config c = {
+        .grid = {(unsigned)rows * split, 1, 1},
+        .block = KDT_DT_THREADS,
+        .smem = KDT_DT_SMEM,
+        .cluster = {split, 1, 1},
+        .stream = stream,
+    };
+    return kdt_launch(rt, m->fn[0], &c, &p);
 }

@@ -66,8 +66,8 @@ kdtree_tree_accept(kdtree_runtime *rt, const kdtree_accept *acc,
     if ((st = kdt_kernel_check(KDT_KERNEL_TREE_ACCEPT, vals)))
         return st;
     kdt_loaded *m;
-    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
-    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_TREE_ACCEPT, vals)))
+    if ((st = kdt_runtime_ready(&m, rt, fn, KDT_KERNEL_TREE_ACCEPT, vals, 0,
+                                KDTREE_ERROR_SHAPE)))
         return st;
     kdt_tree_accept_params p = {
         .token = (const int32_t *)(uintptr_t)tree->token,
@@ -82,7 +82,13 @@ kdtree_tree_accept(kdtree_runtime *rt, const kdtree_accept *acc,
         .bonus = (int32_t *)(uintptr_t)acc->bonus,
         .n_requests = tree->n_requests,
     };
-    unsigned grid =
-        (unsigned)((tree->n_requests + KDT_TA_THREADS - 1) / KDT_TA_THREADS);
-    return kdt_launch(rt, m->fn[0], grid, 1, 1, KDT_TA_THREADS, 0, stream, &p);
+    /* a thread a request */
+    const kdt_launch_config c = {
+        .grid = {(unsigned)((tree->n_requests + KDT_TA_THREADS - 1) /
+                            KDT_TA_THREADS),
+                 1, 1},
+        .block = KDT_TA_THREADS,
+        .stream = stream,
+    };
+    return kdt_launch(rt, m->fn[0], &c, &p);
 }

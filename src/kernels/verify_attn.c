@@ -78,14 +78,11 @@ typedef struct va_geom {
 } va_geom;
 
 static va_geom
-va_geometry(const kdtree_runtime *rt)
+va_geometry(const kdt_target *t)
 {
     /* sm_90a or compute_90a: where NVRTC defines the arch-specific
      * features of 9.0 that select the wgmma body (kdt_attn_tiles.h) */
-    int kind;
-    char sfx = '\0';
-    if (kdt_target_parse(kdt_runtime_target(rt), &kind, &sfx) == 90 &&
-        sfx == 'a')
+    if (t->major == 9 && t->minor == 0 && t->suffix == 'a')
         return (va_geom){KDT_ATTN_WG_THREADS, KDT_ATTN_WG_SMEM, 1,
                          &kdt_va_costs_wgmma};
     /* one block an SM (8 warps of 255 registers fill the register file) */
@@ -200,7 +197,7 @@ kdtree_verify_attn_workspace_size(uint64_t *out_bytes, kdtree_runtime *rt,
         (st = va_check_shape(fn, vals, attn, tree, kv)) ||
         (st = kdt_runtime_resolve_target(rt)))
         return st;
-    va_geom g = va_geometry(rt);
+    va_geom g = va_geometry(&rt->target);
     int splits = va_splits(rt, &g, tree->n_requests, attn->n_heads,
                            tree->n_max, (int64_t)kv->max_pages * kv->page_size);
     *out_bytes =
@@ -239,7 +236,7 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     const int64_t cap = (int64_t)kv->max_pages * kv->page_size;
     /* the body, hence the tile shape and the split rule, from the target
      * fixed above: the same one kdtree_verify_attn_workspace_size saw */
-    const va_geom g = va_geometry(rt);
+    const va_geom g = va_geometry(&rt->target);
     int splits = va_splits(rt, &g, R, H, n_max, cap);
     uint64_t need = va_workspace(splits, R, H, n_max);
     if (need) {
@@ -254,14 +251,9 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     }
 
     kdt_loaded *m;
-    /* The lock-free lookup first; a miss loads (or compiles) the shape. */
-    if ((st = kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals)))
+    if ((st = kdt_runtime_ready(&m, rt, fn, KDT_KERNEL_VERIFY_ATTN, vals,
+                                (unsigned)g.smem, KDTREE_ERROR_ARCH)))
         return st;
-    if (m->max_dynamic_smem < g.smem)
-        return kdt_fail(KDTREE_ERROR_ARCH,
-                        "%s: the kernel needs %d bytes of shared memory per "
-                        "block, this device allows %d", fn, g.smem,
-                        m->max_dynamic_smem);
     kdt_verify_attn_params p = {
         .q = (const uint16_t *)(uintptr_t)attn->q,
         .kv_cache = (const uint16_t *)(uintptr_t)kv->data,
@@ -284,19 +276,27 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
      * kdt_va_pick_cluster may make other than the workspace's): merged
      * there, no workspace, no merge kernel */
     const int cluster = va_cluster(rt, m, &g, splits, R, H, n_max, cap);
+    kdt_launch_config c = {
+        .grid = {tiles, (unsigned)splits, (unsigned)R},
+        .block = (unsigned)g.threads,
+        .smem = (unsigned)g.smem,
+        .stream = stream,
+    };
     if (cluster > 1) {
         p.num_splits = cluster;
-        return kdt_launch_cluster(rt, m->fn[0], tiles, (unsigned)cluster,
-                                  (unsigned)R, 1, (unsigned)cluster,
-                                  (unsigned)g.threads, (unsigned)g.smem,
-                                  stream, &p);
+        c.grid.y = (unsigned)cluster;
+        c.cluster = (kdt_dim3){1, (unsigned)cluster, 1};
+        return kdt_launch(rt, m->fn[0], &c, &p);
     }
     p.workspace = need ? (float *)(uintptr_t)attn->workspace : NULL;
-    st = kdt_launch(rt, m->fn[0], tiles, (unsigned)splits, (unsigned)R,
-                    (unsigned)g.threads, (unsigned)g.smem, stream, &p);
+    st = kdt_launch(rt, m->fn[0], &c, &p);
     if (st || splits == 1)
         return st;
     /* the merge: a block per folded row */
-    return kdt_launch(rt, m->fn[1], (unsigned)rows, (unsigned)R, 1,
-                      KDT_ATTN_MERGE_THREADS, 0, stream, &p);
+    const kdt_launch_config merge = {
+        .grid = {(unsigned)rows, (unsigned)R, 1},
+        .block = KDT_ATTN_MERGE_THREADS,
+        .stream = stream,
+    };
+    return kdt_launch(rt, m->fn[1], &merge, &p);
 }

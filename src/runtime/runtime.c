@@ -1,6 +1,6 @@
 /*
- * runtime/runtime.c: a device's runtime (primary context, architecture), its table
- * of loaded shapes, and the launch.
+ * runtime/runtime.c: a device's runtime (primary context, architecture,
+ * target), its table of loaded shapes, and the launch.
  */
 #include "config.h"
 
@@ -18,25 +18,33 @@
 
 /* ---- create / destroy ---------------------------------------------------- */
 
+/* Publishes the runtime's target: a reader that sees target_ready (an
+ * acquire load) sees the whole struct. */
+static void
+fix_target(kdtree_runtime *rt, const kdt_target *t)
+{
+    rt->target = *t;
+    atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
+}
+
 int
 kdt_runtime_set_target(kdtree_runtime *rt, const char *target,
                        const char *fn)
 {
-    int kind;
-    char sfx;
-    int n = kdt_target_parse(target, &kind, &sfx);
-    if (n < 0 || strlen(target) >= sizeof rt->target)
+    kdt_target t;
+    if (kdt_target_read(&t, target))
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: target \"%s\" is not of the form sm_XY, "
                         "sm_XYa or compute_XY (e.g. sm_90, sm_90a, "
                         "compute_90)",
                         fn, target);
-    int cc = rt->cc_major * 10 + rt->cc_minor;
+    int cc = rt->cc_major * 10 + rt->cc_minor, n = t.major * 10 + t.minor;
     /* Arch-specific code (sm_90a, compute_90a) runs on exactly its own
      * capability, as PTX or as a cubin. */
-    int runs = (sfx != 'a' || n == cc) &&
-               (kind == KDT_PAYLOAD_PTX ? n <= cc
-                                        : n / 10 == rt->cc_major && n <= cc);
+    int runs = (t.suffix != 'a' || n == cc) &&
+               (t.kind == KDT_PAYLOAD_PTX
+                    ? n <= cc
+                    : t.major == rt->cc_major && n <= cc);
     if (!runs)
         return kdt_fail(KDTREE_ERROR_ARCH,
                         "%s: target %s does not run on device %d (%s): a "
@@ -44,9 +52,7 @@ kdt_runtime_set_target(kdtree_runtime *rt, const char *target,
                         "<= %d (sm_%da and compute_%da only as themselves)",
                         fn, target, rt->ordinal, rt->arch, rt->cc_major, cc,
                         cc, cc, cc);
-    snprintf(rt->target, sizeof rt->target, "%s", target);
-    rt->kind = kind;
-    atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
+    fix_target(rt, &t);
     return KDTREE_OK;
 }
 
@@ -131,7 +137,7 @@ runtime_create(kdtree_runtime **out, int32_t device, const char *target,
     d->device_get_name(name, sizeof name, rt->dev);
     kdt_log(KDT_LOG_INFO, "runtime for device %d: %s (%s, %d SMs)%s%s",
             device, name, rt->arch, rt->sm_count,
-            rt->target[0] ? ", building for " : "", rt->target);
+            rt->target.name[0] ? ", building for " : "", rt->target.name);
     *out = rt;
     return KDTREE_OK;
 }
@@ -186,18 +192,15 @@ kdtree_runtime_arch(const kdtree_runtime *rt)
     return rt ? rt->arch : "";
 }
 
-const char *
-kdt_runtime_target(const kdtree_runtime *rt)
-{
-    return atomic_load_explicit(&rt->target_ready, memory_order_acquire)
-               ? rt->target
-               : rt->arch;
-}
-
 KDT_EXPORT const char *
 kdtree_runtime_target(const kdtree_runtime *rt)
 {
-    return rt ? kdt_runtime_target(rt) : "";
+    if (!rt)
+        return "";
+    /* Before a target is fixed: the device's own architecture. */
+    return atomic_load_explicit(&rt->target_ready, memory_order_acquire)
+               ? rt->target.name
+               : rt->arch;
 }
 
 KDT_EXPORT int32_t
@@ -317,20 +320,21 @@ pick_target_locked(kdtree_runtime *rt)
 {
     if (atomic_load_explicit(&rt->target_ready, memory_order_relaxed))
         return KDTREE_OK;
-    int st = KDTREE_OK;
+    int st = KDTREE_OK, kind;
+    /* No compiler: only a cached cubin for the device's own architecture
+     * can serve. */
+    char name[sizeof rt->target.name];
+    snprintf(name, sizeof name, "%s", rt->arch);
     const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
-    if (nv) {
-        st = kdt_nvrtc_pick_target(nv, rt->cc_major, rt->cc_minor,
-                                   rt->target, sizeof rt->target, &rt->kind);
-        if (st)
-            return st;
-    } else {
-        /* No compiler: only a cached cubin for the device's own
-         * architecture can serve. */
-        snprintf(rt->target, sizeof rt->target, "%s", rt->arch);
-        rt->kind = KDT_PAYLOAD_CUBIN;
-    }
-    atomic_store_explicit(&rt->target_ready, 1, memory_order_release);
+    if (nv && (st = kdt_nvrtc_pick_target(nv, rt->cc_major, rt->cc_minor,
+                                          name, sizeof name, &kind)))
+        return st;
+    kdt_target t;
+    if (kdt_target_read(&t, name))
+        return kdt_fail(KDTREE_ERROR_INTERNAL,
+                        "device %d: no target could be read from \"%s\"",
+                        rt->ordinal, name);
+    fix_target(rt, &t);
     return KDTREE_OK;
 }
 
@@ -371,7 +375,8 @@ kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
     kdt_blob blob = {0};
     int from;
     double t0 = kdt_now_ms();
-    st = kdt_kernel_obtain(kernel, vals, rt->target, rt->kind, &blob, &from);
+    st = kdt_kernel_obtain(kernel, vals, rt->target.name, rt->target.kind,
+                           &blob, &from);
     if (st)
         goto done;
     st = load_module(rt, kernel, vals, &blob, &e);
@@ -394,7 +399,7 @@ kdt_runtime_get(kdt_loaded **out, kdtree_runtime *rt, int kernel,
         char shape[256];
         kdt_shape_format(kernel, vals, shape, sizeof shape);
         kdt_log(KDT_LOG_INFO, "loaded %s (%s) for %s from %s in %.2f ms",
-                kdt_kernel_def_get(kernel)->name, shape, rt->target,
+                kdt_kernel_def_get(kernel)->name, shape, rt->target.name,
                 src[from], kdt_now_ms() - t0);
     }
 done:
@@ -406,28 +411,63 @@ done:
 
 /* ---- launch ---------------------------------------------------------------- */
 
-/* A launch configuration of grid_x x grid_y x grid_z blocks of block_x
- * threads in clusters of cluster_x x cluster_y (`attr` holds them). */
+int
+kdt_runtime_ready(kdt_loaded **out, kdtree_runtime *rt, const char *fn,
+                  int kernel, const int64_t *vals, unsigned smem, int too_big)
+{
+    kdt_loaded *e;
+    int st = kdt_runtime_get(&e, rt, kernel, vals);
+    if (st)
+        return st;
+    if ((int64_t)smem > e->max_dynamic_smem) {
+        char shape[256];
+        kdt_shape_format(kernel, vals, shape, sizeof shape);
+        return kdt_fail(too_big,
+                        "%s: %s (%s) built for %s needs %u bytes of shared "
+                        "memory a block; device %d (%s) allows %d",
+                        fn, kdt_kernel_def_get(kernel)->name, shape,
+                        rt->target.name, smem, rt->ordinal, rt->arch,
+                        e->max_dynamic_smem);
+    }
+    *out = e;
+    return KDTREE_OK;
+}
+
+/* A cluster dimension as the driver takes it: 0 counts as 1. */
+static unsigned
+cluster_dim(unsigned n)
+{
+    return n ? n : 1;
+}
+
+/* Whether c asks for clusters of more than one block. */
+static int
+clustered(const kdt_launch_config *c)
+{
+    return cluster_dim(c->cluster.x) * cluster_dim(c->cluster.y) *
+               cluster_dim(c->cluster.z) >
+           1;
+}
+
+/* c as cuLaunchKernelEx takes it (`attr` holds the cluster). */
 static CUlaunchConfig
-cluster_config(CUlaunchAttribute *attr, unsigned grid_x, unsigned grid_y,
-               unsigned grid_z, unsigned block_x, unsigned cluster_x,
-               unsigned cluster_y, unsigned smem, CUstream stream)
+driver_config(CUlaunchAttribute *attr, const kdt_launch_config *c)
 {
     memset(attr, 0, sizeof *attr);
     attr->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr->value.clusterDim.x = cluster_x;
-    attr->value.clusterDim.y = cluster_y;
-    attr->value.clusterDim.z = 1;
+    attr->value.clusterDim.x = cluster_dim(c->cluster.x);
+    attr->value.clusterDim.y = cluster_dim(c->cluster.y);
+    attr->value.clusterDim.z = cluster_dim(c->cluster.z);
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = grid_x;
-    cfg.gridDimY = grid_y;
-    cfg.gridDimZ = grid_z;
-    cfg.blockDimX = block_x;
+    cfg.gridDimX = c->grid.x;
+    cfg.gridDimY = c->grid.y;
+    cfg.gridDimZ = c->grid.z;
+    cfg.blockDimX = c->block;
     cfg.blockDimY = 1;
     cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = smem;
-    cfg.hStream = stream;
+    cfg.sharedMemBytes = c->smem;
+    cfg.hStream = (CUstream)c->stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return cfg;
@@ -448,9 +488,14 @@ kdt_cluster_fit(kdtree_runtime *rt, kdt_loaded *e, unsigned cluster,
     n = -1;
     if (d->occupancy_max_active_clusters &&
         d->ctx_push_current(rt->ctx) == CUDA_SUCCESS) {
+        const kdt_launch_config one = {
+            .grid = {1, cluster, 1},
+            .block = block_x,
+            .smem = smem,
+            .cluster = {1, cluster, 1},
+        };
         CUlaunchAttribute attr;
-        CUlaunchConfig cfg = cluster_config(&attr, 1, cluster, 1, block_x, 1,
-                                            cluster, smem, NULL);
+        CUlaunchConfig cfg = driver_config(&attr, &one);
         int got = 0;
         if (d->occupancy_max_active_clusters(&got, e->fn[0], &cfg) ==
                 CUDA_SUCCESS &&
@@ -465,24 +510,21 @@ kdt_cluster_fit(kdtree_runtime *rt, kdt_loaded *e, unsigned cluster,
 
 /* One launch in whatever context is current. */
 static CUresult
-launch_now(const kdt_driver *d, CUfunction fn, unsigned grid_x,
-           unsigned grid_y, unsigned grid_z, unsigned block_x,
-           unsigned cluster_x, unsigned cluster_y, unsigned smem,
-           CUstream stream, void **args)
+launch_now(const kdt_driver *d, CUfunction fn, const kdt_launch_config *c,
+           void **args)
 {
-    if (cluster_x * cluster_y <= 1)
-        return d->launch_kernel(fn, grid_x, grid_y, grid_z, block_x, 1, 1,
-                                smem, stream, args, NULL);
+    if (!clustered(c))
+        return d->launch_kernel(fn, c->grid.x, c->grid.y, c->grid.z,
+                                c->block, 1, 1, c->smem, (CUstream)c->stream,
+                                args, NULL);
     CUlaunchAttribute attr;
-    CUlaunchConfig cfg = cluster_config(&attr, grid_x, grid_y, grid_z, block_x,
-                                        cluster_x, cluster_y, smem, stream);
+    CUlaunchConfig cfg = driver_config(&attr, c);
     return d->launch_kernel_ex(&cfg, fn, args, NULL);
 }
 
-static int
-launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x, unsigned grid_y,
-       unsigned grid_z, unsigned block_x, unsigned cluster_x,
-       unsigned cluster_y, unsigned smem, void *stream, void *params)
+int
+kdt_launch(kdtree_runtime *rt, CUfunction fn, const kdt_launch_config *c,
+           void *params)
 {
     const kdt_driver *d = rt->drv;
     void *args[1] = {params};
@@ -492,39 +534,18 @@ launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x, unsigned grid_y,
     if (cur == rt->ctx) {
         /* The common case (PyTorch made the primary context current):
          * nothing to switch. */
-        r = launch_now(d, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
-                       cluster_y, smem, (CUstream)stream, args);
+        r = launch_now(d, fn, c, args);
     } else {
         r = d->ctx_push_current(rt->ctx);
         if (r != CUDA_SUCCESS)
             return kdt_cuda_fail(d, r, "cuCtxPushCurrent");
-        r = launch_now(d, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
-                       cluster_y, smem, (CUstream)stream, args);
+        r = launch_now(d, fn, c, args);
         CUcontext prev;
         d->ctx_pop_current(&prev);
     }
     if (r != CUDA_SUCCESS)
-        return kdt_cuda_fail(d, r, cluster_x * cluster_y > 1
-                                       ? "cuLaunchKernelEx"
-                                       : "cuLaunchKernel");
+        return kdt_cuda_fail(d, r,
+                             clustered(c) ? "cuLaunchKernelEx"
+                                          : "cuLaunchKernel");
     return KDTREE_OK;
-}
-
-int
-kdt_launch(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
-           unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned smem,
-           void *stream, void *params)
-{
-    return launch(rt, fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem, stream,
-                  params);
-}
-
-int
-kdt_launch_cluster(kdtree_runtime *rt, CUfunction fn, unsigned grid_x,
-                   unsigned grid_y, unsigned grid_z, unsigned cluster_x,
-                   unsigned cluster_y, unsigned block_x, unsigned smem,
-                   void *stream, void *params)
-{
-    return launch(rt, fn, grid_x, grid_y, grid_z, block_x, cluster_x,
-                  cluster_y, smem, stream, params);
 }
