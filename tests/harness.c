@@ -16,7 +16,10 @@
 #include "harness.h"
 #include "kdtree.h"
 
+/* Automake's exit statuses */
+#define FAIL 1
 #define SKIP 77
+#define HARD_ERROR 99
 
 /* The directory kdt_test_fresh_cache made last in this process. */
 static char cache_dir[4096];
@@ -79,20 +82,40 @@ kdt_test_fresh_cache(void)
     return cache_dir;
 }
 
-/* In the child: 0 when there is a CUDA device, SKIP when not. */
+/* What a GPU suite does without a driver or a device (`why`, `detail`):
+ * SKIP, or with KDTREE_TEST_REQUIRE_GPU=1 (a GPU host's run, where a
+ * driver that failed to load must not pass as a row of skips) FAIL; a
+ * value other than 1 or 0 is a HARD_ERROR. */
+static int
+no_gpu(const char *why, const char *detail)
+{
+    const char *v = getenv("KDTREE_TEST_REQUIRE_GPU");
+    if (!v || !*v || strcmp(v, "0") == 0) {
+        printf("SKIP: %s%s\n", why, detail);
+        return SKIP;
+    }
+    if (strcmp(v, "1") == 0) {
+        printf("FAIL: KDTREE_TEST_REQUIRE_GPU=1 and this GPU suite cannot "
+               "run (unset it to skip): %s%s\n",
+               why, detail);
+        return FAIL;
+    }
+    printf("ERROR: KDTREE_TEST_REQUIRE_GPU=\"%s\" is neither 1 (fail "
+           "without a GPU) nor 0 (skip), and there is %s%s\n",
+           v, why, detail);
+    return HARD_ERROR;
+}
+
+/* In the child: 0 when there is a CUDA device, else no_gpu()'s answer. */
 static int
 probe_gpu(void)
 {
     int st, count = 0;
     const kdt_driver *drv = kdt_driver_get(&st);
-    if (!drv) {
-        printf("SKIP: no CUDA driver or device: %s\n", kdtree_last_error());
-        return SKIP;
-    }
-    if (drv->device_get_count(&count) != CUDA_SUCCESS || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return SKIP;
-    }
+    if (!drv)
+        return no_gpu("no CUDA driver or device: ", kdtree_last_error());
+    if (drv->device_get_count(&count) != CUDA_SUCCESS || count == 0)
+        return no_gpu("no CUDA device", "");
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * harness.h: the one way every C test program runs (its main() is
  * `return kdt_test_main(suite, flags);`): the skips Automake reads as
- * exit 77 when the program needs a GPU or NVRTC that is not there, the
+ * exit 77 when the program needs a GPU or NVRTC that is not there (a
+ * failure instead, for a GPU, under KDTREE_TEST_REQUIRE_GPU=1), the
  * choice between forking each test and running it in this process, and
  * throw-away cache directories.
  *
@@ -22,9 +23,12 @@ enum kdt_test_flags {
     /* Every test in this process, one after another: for suites that
      * keep state across tests on purpose. */
     KDT_TEST_NO_FORK = 1 << 0,
-    /* Exit 77 without a CUDA driver or device.  Implies KDT_TEST_NO_FORK:
-     * CUDA is not fork-safe, so a GPU suite initialises it in the test
-     * process only. */
+    /* Exit 77 without a CUDA driver or device; with
+     * KDTREE_TEST_REQUIRE_GPU=1 in the environment, exit 1 (fail), so
+     * that a GPU host's run cannot pass by skipping (0 or unset: skip;
+     * any other value: exit 99).  Implies KDT_TEST_NO_FORK: CUDA is not
+     * fork-safe, so a GPU suite initialises it in the test process
+     * only. */
     KDT_TEST_GPU = 1 << 1,
     /* Exit 77 when NVRTC cannot be loaded (a compile of a tiny kernel for
      * sm_90 reports KDTREE_ERROR_NO_COMPILER).  Any other failure of that
@@ -36,10 +40,12 @@ enum kdt_test_flags {
 };
 
 /* Probes what `flags` need (printing "SKIP: why" and returning 77 when
- * something is missing), builds the suite, runs it, cleans up.  Returns
- * main()'s exit status: 0 when every test passed, 1 when one failed, 77
- * (skipped), or 99 (Automake's hard error) when the temporary cache
- * directory could not be made. */
+ * something is missing, or "FAIL: why" and 1 for a GPU that
+ * KDTREE_TEST_REQUIRE_GPU=1 requires), builds the suite, runs it, cleans
+ * up.  Returns main()'s exit status: 0 when every test passed, 1 when one
+ * failed (or the required GPU is missing), 77 (skipped), or 99
+ * (Automake's hard error) when the temporary cache directory could not
+ * be made or KDTREE_TEST_REQUIRE_GPU is neither 1 nor 0. */
 int kdt_test_main(Suite *(*suite)(void), int flags);
 
 /* Points the library at an empty cache of its own: KDTREE_CACHE_DIR a new
