@@ -8,28 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/ref_math.h"
+
 #define D_QK 576
 #define D_V 512
-
-uint16_t
-ref_attn_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float
-ref_attn_bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 uint64_t
 ref_attn_rand(uint64_t *seed)
@@ -88,7 +70,7 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
             int pg = block_table[(size_t)r * max_pages + pos / page];
             const uint16_t *c = kv + ((size_t)pg * page + pos % page) * D_QK;
             for (int k = 0; k < D_QK; ++k)
-                c_all[(size_t)pos * D_QK + k] = ref_attn_bf16_to_f32(c[k]);
+                c_all[(size_t)pos * D_QK + k] = ref_bf16_to_f32(c[k]);
         }
         float qf[D_QK];
         for (int i = 0; i < n_max; ++i) {
@@ -102,7 +84,7 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
                     continue;
                 }
                 for (int k = 0; k < D_QK; ++k)
-                    qf[k] = ref_attn_bf16_to_f32(q[row * D_QK + k]);
+                    qf[k] = ref_bf16_to_f32(q[row * D_QK + k]);
                 const uint32_t *mrow = anc_mask + ((size_t)r * n_max + i) * W;
                 double mx = -INFINITY;
                 for (int pos = 0; pos < total; ++pos) {

@@ -1,8 +1,9 @@
 /*
  * ref/verify_attn.h: CPU reference of verify_attn (docs/contract.md §3) and
- * the small helpers its tests and the dev harness share (bf16 conversion,
- * random trees with their ancestor masks).  Obviously right, not fast:
- * double accumulation, one row at a time.
+ * the small helpers its tests and the dev harness share (random data,
+ * random trees with their ancestor masks; bf16 conversion is
+ * ref/ref_math.h's).  Obviously right, not fast: double accumulation, one
+ * row at a time.
  */
 #ifndef KDT_REF_VERIFY_ATTN_H
 #define KDT_REF_VERIFY_ATTN_H
@@ -12,10 +13,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* bf16 <-> f32 (round to nearest even; NaN stays NaN). */
-uint16_t ref_attn_f32_to_bf16(float f);
-float ref_attn_bf16_to_f32(uint16_t b);
 
 /*
  * o [R][n_max][H][512] and lse [R][n_max][H] (natural log) as f32, from

@@ -1,6 +1,6 @@
 /*
  * gpu_build_ddtree.c: kdtree_build_ddtree() on the GPU against the CPU
- * reference (ref/ddtree.c), bit for bit on every output buffer:
+ * reference (ref/build_ddtree.c), bit for bit on every output buffer:
  * realistic log-probs (a log-softmax's sorted top-K), dyadic ties, all
  * zeros, and arbitrary rows (unsorted, positive, NaN, inf); mixed budgets,
  * depth limits and past lengths in one batch; optional arguments absent;
@@ -17,7 +17,7 @@
 #include "gpu.h"
 #include "harness.h"
 #include "kdtree.h"
-#include "ref/ddtree.h"
+#include "ref/build_ddtree.h"
 
 static uint64_t rng = 0x853c49e6748fea9bull;
 

@@ -1,6 +1,6 @@
 /*
  * gpu_draft_topk.c: kdtree_draft_topk() on the GPU against the CPU
- * reference (ref/ddtree.c): ids exactly (descending, ties to the
+ * reference (ref/draft_topk.c): ids exactly (descending, ties to the
  * lower id, NaN as -inf), log-probs within 1e-4 + 1e-6|lp| (the GPU sums
  * exp in f32 in another order; -inf must be exactly -inf).  Both dtypes,
  * vocabularies from 1 to 163840, rows whose start is not 16-byte aligned,
@@ -19,7 +19,8 @@
 #include "gpu.h"
 #include "harness.h"
 #include "kdtree.h"
-#include "ref/ddtree.h"
+#include "ref/draft_topk.h"
+#include "ref/ref_math.h"
 
 
 /* kdtree_draft_topk over `rows` rows (a draft of one position a

@@ -1,6 +1,6 @@
 /*
  * gpu_tree_accept.c: kdtree_tree_accept() on the GPU against the CPU
- * reference (ref/ddtree.c), bit for bit: trees built by the
+ * reference (ref/tree_accept.c), bit for bit: trees built by the
  * reference build_ddtree and arbitrary (even malformed) link arrays, the
  * spec's edge cases, caps, and the argument checks (which must never
  * launch).  Exits 77 without a GPU.  On a mismatch it prints the first
@@ -14,7 +14,8 @@
 #include "gpu.h"
 #include "harness.h"
 #include "kdtree.h"
-#include "ref/ddtree.h"
+#include "ref/build_ddtree.h"
+#include "ref/tree_accept.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 

@@ -34,7 +34,8 @@
 #include "jit/registry.h"
 #include "runtime/runtime.h"
 #include "kernels/verify_attn_splits.h"
-#include "ref/ddtree.h"
+#include "ref/build_ddtree.h"
+#include "ref/ref_math.h"
 #include "ref/verify_attn.h"
 
 /* src/kernels/verify_attn.c's test hook: > 0 forces the split count. */
@@ -134,9 +135,9 @@ prob_init(prob *p, int R, int H, int N, int page, const int *past,
     p->kv = malloc(2 * nkv);
     p->q = malloc(2 * nq);
     for (size_t i = 0; i < nkv; i++)
-        p->kv[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+        p->kv[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
     for (size_t i = 0; i < nq; i++)
-        p->q[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+        p->q[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
 }
 
 static void
@@ -230,7 +231,7 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
         int node = (int)(i / H % N), r = (int)(i / ((size_t)N * H));
         int padded = node >= p->nn[r];
         for (int c = 0; c < D_V; c++) {
-            double g = ref_attn_bf16_to_f32(o[i * D_V + c]);
+            double g = ref_bf16_to_f32(o[i * D_V + c]);
             double ref = p->ro[i * D_V + c];
             double e = fabs(g - ref);
             int ok = padded ? g == 0.0 : e <= (fabs(ref) + 1.0) / 128.0;

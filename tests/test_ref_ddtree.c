@@ -1,5 +1,6 @@
 /*
- * test_ref_ddtree.c: the CPU references of ref/ddtree.h against brute
+ * test_ref_ddtree.c: the CPU references of draft_topk, build_ddtree and
+ * tree_accept (ref/<kernel>.h) and ref/ref_math.h against brute
  * force, on the edge cases of docs/contract.md.  Host only (no GPU).
  *
  *  - build_ddtree: against a literal simulation of the spec's loop (a list
@@ -17,7 +18,10 @@
 #include <string.h>
 
 #include "harness.h"
-#include "ref/ddtree.h"
+#include "ref/build_ddtree.h"
+#include "ref/draft_topk.h"
+#include "ref/ref_math.h"
+#include "ref/tree_accept.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -543,6 +547,10 @@ START_TEST(topk_edge_rows)
     ck_assert(isnan(ref_bf16_to_f32(ref_f32_to_bf16(NAN))));
     ck_assert(ref_f32_key(-1.0f) < ref_f32_key(-0.5f));
     ck_assert(ref_f32_key(-INFINITY) > 0u);
+    /* NaN counts as -inf, everything else is itself. */
+    ck_assert(ref_canon(NAN) == -INFINITY);
+    ck_assert(ref_canon(-INFINITY) == -INFINITY);
+    ck_assert(ref_canon(-0.5f) == -0.5f);
 }
 END_TEST
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ref/ref_math.h"
 #include "ref/verify_attn.h"
 
 #define D_QK 576
@@ -29,7 +30,7 @@ random_kv(int pages, int page)
     size_t n = (size_t)pages * page * D_QK;
     uint16_t *kv = malloc(2 * n);
     for (size_t i = 0; i < n; i++)
-        kv[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+        kv[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
     return kv;
 }
 
@@ -37,19 +38,19 @@ static float
 kvf(const uint16_t *kv, const int32_t *bt, int page, int pos, int k)
 {
     int pg = bt[pos / page];
-    return ref_attn_bf16_to_f32(kv[((size_t)pg * page + pos % page) * D_QK + k]);
+    return ref_bf16_to_f32(kv[((size_t)pg * page + pos % page) * D_QK + k]);
 }
 
 START_TEST(bf16_round_trip)
 {
-    ck_assert_uint_eq(ref_attn_f32_to_bf16(1.0f), 0x3f80);
-    ck_assert_uint_eq(ref_attn_f32_to_bf16(-2.0f), 0xc000);
+    ck_assert_uint_eq(ref_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(ref_f32_to_bf16(-2.0f), 0xc000);
     /* 1 + 2^-8 is halfway between bf16 neighbours: ties to even (down) */
-    ck_assert_uint_eq(ref_attn_f32_to_bf16(1.00390625f), 0x3f80);
+    ck_assert_uint_eq(ref_f32_to_bf16(1.00390625f), 0x3f80);
     /* 1 + 3 * 2^-8: halfway, rounds up to the even 0x3f82 */
-    ck_assert_uint_eq(ref_attn_f32_to_bf16(1.01171875f), 0x3f82);
-    ck_assert(ref_attn_bf16_to_f32(0x3f80) == 1.0f);
-    ck_assert(isnan(ref_attn_bf16_to_f32(ref_attn_f32_to_bf16(NAN))));
+    ck_assert_uint_eq(ref_f32_to_bf16(1.01171875f), 0x3f82);
+    ck_assert(ref_bf16_to_f32(0x3f80) == 1.0f);
+    ck_assert(isnan(ref_bf16_to_f32(ref_f32_to_bf16(NAN))));
 }
 END_TEST
 
@@ -107,7 +108,7 @@ START_TEST(one_and_two_positions)
     uint16_t *kv = random_kv(2, 1);
     uint16_t q[D_QK];
     for (int k = 0; k < D_QK; k++)
-        q[k] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+        q[k] = ref_f32_to_bf16(ref_attn_randf(&seed));
     uint32_t mask[1] = {1};
     int32_t past[1] = {0}, nn[1] = {1};
     float o[D_V], lse;
@@ -115,7 +116,7 @@ START_TEST(one_and_two_positions)
     ref_verify_attn(o, &lse, q, kv, bt, past, nn, mask, 1, 1, 1, 1, 2, scale);
     double logit = 0;
     for (int k = 0; k < D_QK; k++)
-        logit += (double)ref_attn_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 0, k);
+        logit += (double)ref_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 0, k);
     for (int k = 0; k < D_V; k++)
         ck_assert(o[k] == kvf(kv, bt, 1, 0, k));
     ck_assert(fabs(lse - scale * logit) < 1e-5);
@@ -125,8 +126,8 @@ START_TEST(one_and_two_positions)
     ref_verify_attn(o, &lse, q, kv, bt, past, nn, mask, 1, 1, 1, 1, 2, scale);
     double a = 0, b = 0;
     for (int k = 0; k < D_QK; k++) {
-        a += (double)ref_attn_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 0, k);
-        b += (double)ref_attn_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 1, k);
+        a += (double)ref_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 0, k);
+        b += (double)ref_bf16_to_f32(q[k]) * kvf(kv, bt, 1, 1, k);
     }
     a *= scale;
     b *= scale;
@@ -174,7 +175,7 @@ START_TEST(masks_and_pages)
     size_t nq = (size_t)N * H * D_QK;
     uint16_t *q = malloc(2 * nq);
     for (size_t i = 0; i < nq; i++)
-        q[i] = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+        q[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
     int32_t past[1] = {37}, nn[1] = {30};
     float *o1 = malloc(sizeof(float) * N * H * D_V);
     float *o2 = malloc(sizeof(float) * N * H * D_V);

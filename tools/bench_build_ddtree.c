@@ -3,7 +3,7 @@
  * for B in {16, 64, 128, 256, 512, 1024} (N_MAX = B + 1), R in {1, 8, 64}
  * requests in one launch, realistic log-probs (the sorted top-K of a
  * log-softmax over 4096 Zipf-like logits per depth: peaked, deep trees).  The baseline is
- * the C binary-heap reference (ref/ddtree.c) building the same
+ * the C binary-heap reference (ref/build_ddtree.c) building the same
  * requests one after another on one CPU core, measured in the same run.
  */
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/ddtree.h"
+#include "ref/build_ddtree.h"
 #include "bench_ddtree_input.h"
 #include "bench_suite.h"
 

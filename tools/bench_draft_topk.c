@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/ddtree.h"
+#include "ref/draft_topk.h"
+#include "ref/ref_math.h"
 #include "bench_suite.h"
 
 #define DT_V 163840

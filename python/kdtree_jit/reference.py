@@ -7,7 +7,7 @@ Float semantics follow the kernels: every score is one f32 addition
 (multiples of 2**-6 in [-8, 0]) every sum is exact, so the results equal
 the kernels' node for node.
 
-Conventions shared with the C references (ref/ddtree.h): budget is
+Conventions shared with the C reference (ref/build_ddtree.h): budget is
 clamped to [0, N_MAX-1] and depth_limit to [1, L]; padded rows (past
 n_nodes) hold token = root_token, parent -1, depth 0, position = past_len,
 links -1, score -inf and only their own mask bit.

@@ -111,7 +111,7 @@ def c_reference(name):
         return None
     out = os.path.join(tempfile.mkdtemp(prefix="kdtree-ref."), name + ".so")
     atexit.register(shutil.rmtree, os.path.dirname(out), True)
-    # ref/ddtree.h takes its limits from kernels_src/kdt_limits.h
+    # ref/build_ddtree.h takes its limits from kernels_src/kdt_limits.h
     p = subprocess.run([cc, "-O2", "-std=gnu11", "-shared", "-fPIC", "-I",
                         SRC_ROOT, "-I", os.path.join(SRC_ROOT, "kernels_src"),
                         "-o", out, src, "-lm"],

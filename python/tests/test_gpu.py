@@ -92,7 +92,7 @@ def test_tree_accept_against_references():
             got = (int(acc.accept_len[r]), acc.accept_idx[r].tolist(),
                    acc.accept_token[r].tolist(), int(acc.bonus[r]))
             assert got == want, (r, max_accept is not None)
-    c = _util.c_reference("ddtree")
+    c = _util.c_reference("tree_accept")
     if c is not None:  # and the C reference agrees with both
         ffi, lib = c
         al, ai = ffi.new("int32_t[]", R), ffi.new("int32_t[]", R * (L + 1))

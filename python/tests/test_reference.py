@@ -180,12 +180,12 @@ def test_ddtree_from_logits_visibility():
 
 
 def test_python_reference_equals_c_reference():
-    """The two references (C: ref/ddtree.c; Python) on random batches
+    """The two references (C: ref/build_ddtree.c; Python) on random batches
     with dyadic log-probs, ties, -inf and NaN: identical, bit for bit."""
-    got = _util.c_reference("ddtree")
+    got = _util.c_reference("build_ddtree")
     if got is None:
         import pytest
-        pytest.skip("no C compiler or no ref/ddtree.c")
+        pytest.skip("no C compiler or no ref/build_ddtree.c")
     ffi, lib = got
     rng = random.Random(11)
     for trial in range(40):
@@ -237,10 +237,10 @@ def test_python_reference_equals_c_reference():
 
 
 def test_python_walk_equals_c_walk():
-    got = _util.c_reference("ddtree")
+    got = _util.c_reference("tree_accept")
     if got is None:
         import pytest
-        pytest.skip("no C compiler or no ref/ddtree.c")
+        pytest.skip("no C compiler or no ref/tree_accept.c")
     ffi, lib = got
     rng = random.Random(5)
     for trial in range(50):

@@ -48,6 +48,7 @@
 #ifndef KNAME
 #define KNAME "lib"
 #endif
+#include "ref/ref_math.h"
 #include "ref/verify_attn.h"
 #include "src/kernels/verify_attn_splits.h"
 
@@ -224,12 +225,12 @@ make_problem(Problem &P, int R, const std::vector<int> &past,
             x = (uint16_t)(((r & 1) << 15) | ((126 - (r >> 1) % 8) << 7) |
                            ((r >> 8) & 0x7f));
         } else
-            x = ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+            x = ref_f32_to_bf16(ref_attn_randf(&seed));
     }
     P.q.resize((size_t)R * ROWS * D_QK);
     for (size_t i = 0; i < P.q.size(); ++i)
         P.q[i] = knobs.bench_data ? P.kv[i % P.kv.size()]
-                                  : ref_attn_f32_to_bf16(ref_attn_randf(&seed));
+                                  : ref_f32_to_bf16(ref_attn_randf(&seed));
     P.mask.resize((size_t)R * N_MAX * W);
     for (int r = 0; r < R; ++r)
         ref_attn_random_tree(&P.mask[(size_t)r * N_MAX * W], nullptr, nn[r],
@@ -361,7 +362,7 @@ check(int argc, char **argv)
     double maxerr = 0, num = 0, den = 0, lmax = 0;
     long bad = 0;
     for (size_t i = 0; i < o.size(); ++i) {
-        double g = ref_attn_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
+        double g = ref_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
         num += e * e;
         den += (double)ro[i] * ro[i];
         if (!(e <= (fabs(ro[i]) + 1.0) / 128.0)) {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh: the host emulation of draft_topk, build_ddtree and tree_accept
 # (one pthread per CUDA thread, barriers for __syncthreads and warp ops)
-# against ref/ddtree.c at a few shapes, and build_ddtree on
+# against their references in ref/ at a few shapes, and build_ddtree on
 # realistic requests (t_bench.cc).  For checking kernel logic
 # on a machine without a GPU; it proves nothing about timing, and its
 # memory model is stronger than the GPU's.  Usage: tools/dev/emu/run.sh
@@ -22,12 +22,14 @@ for h in "$top"/kernels_src/*.h "$top"/kernels_src/*.cuh; do
     case ${h##*/} in verify_attn* | kdt_mma.cuh | kdt_attn_tiles.h) continue ;; esac
     sh "$here/prep.sh" "$h" "$tmp/${h##*/}"
 done
-gcc -O2 -I"$top" -I"$top/kernels_src" -c "$top/ref/ddtree.c" -o "$tmp/ref.o"
+for k in draft_topk build_ddtree tree_accept; do
+    gcc -O2 -I"$top" -I"$top/kernels_src" -c "$top/ref/$k.c" -o "$tmp/ref_$k.o"
+done
 build() { # test.cc out -D...
     src=$1 out=$2
     shift 2
     g++ -O1 -std=c++17 -w -I"$tmp" -I"$top/kernels_src" -I"$top" "$@" \
-        "$tmp/$src" "$tmp/emu_rt.cc" "$tmp/ref.o" -lpthread -o "$tmp/$out"
+        "$tmp/$src" "$tmp/emu_rt.cc" "$tmp"/ref_*.o -lpthread -o "$tmp/$out"
 }
 # Shapes, ;-separated.  draft_topk: V K DTYPE (1 bf16, 0 f32).
 # build_ddtree: L K N_MAX iterations, both paths (the threshold path needs

@@ -1,9 +1,7 @@
 // Host emulation test: tools/dev/emu/run.sh builds it against kernels_src/.
 #include "tree_accept.cc"
 #include "launch.h"
-extern "C" {
-#include "ref/ddtree.h"
-}
+#include "ref/tree_accept.h"
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
 int main() {

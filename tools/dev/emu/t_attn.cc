@@ -20,6 +20,7 @@ static inline int min(int a, int b) { return a < b ? a : b; }
 #define KERNEL "verify_attn.cc"
 #endif
 #include KERNEL
+#include "ref/ref_math.h"
 #include "ref/verify_attn.h"
 
 // blockIdx is 3-D here: launch.h's emu_launch is 1-D.
@@ -71,8 +72,8 @@ static int run_case(const char *spec) {
     for (int i = n_pages - 1; i > 0; i--) std::swap(perm[i], perm[ref_attn_rand(&sd) % (uint64_t)(i + 1)]);
     std::vector<int32_t> bt(perm.begin(), perm.begin() + R * max_pages);
     std::vector<uint16_t> kv((size_t)n_pages * PAGE * D_QK), q((size_t)R * ROWS * D_QK);
-    for (auto &x : kv) x = ref_attn_f32_to_bf16(ref_attn_randf(&sd));
-    for (auto &x : q) x = ref_attn_f32_to_bf16(ref_attn_randf(&sd));
+    for (auto &x : kv) x = ref_f32_to_bf16(ref_attn_randf(&sd));
+    for (auto &x : q) x = ref_f32_to_bf16(ref_attn_randf(&sd));
     std::vector<uint32_t> mask((size_t)R * N_MAX * W);
     for (int r = 0; r < R; r++) ref_attn_random_tree(&mask[(size_t)r * N_MAX * W], nullptr, nn[r], N_MAX, &sd);
     std::vector<uint16_t> o((size_t)R * ROWS * D_V, 0xffff);
@@ -98,7 +99,7 @@ static int run_case(const char *spec) {
                     R, H, N_MAX, PAGE, max_pages, scale);
     long bad = 0; double maxerr = 0;
     for (size_t i = 0; i < o.size(); i++) {
-        double g = ref_attn_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
+        double g = ref_bf16_to_f32(o[i]), e = fabs(g - ro[i]);
         bool padded = (i / D_V) % ROWS >= (size_t)nn[i / D_V / ROWS] * H;
         bool ok = padded ? g == 0.0 : e <= (fabs(ro[i]) + 1.0) / 128.0; // -0 counts as 0
         if (!ok) { if (bad < 5) fprintf(stderr, "  o row %zu col %zu: got %g want %g\n", i / D_V, i % D_V, g, ro[i]); bad++; }

@@ -3,7 +3,7 @@
 // kind 0 is kdtree-bench's input (tools/bench_build_ddtree.c: Zipf-like
 // peaked rows, deep trees), kind 1 tools/dev/profile_case.py's (bf16
 // logits randn * 3 over V = 163840, log-softmax, top K: shallow trees,
-// many ties).  Checks each against ref/ddtree.c and prints, per
+// many ties).  Checks each against ref/build_ddtree.c and prints, per
 // request, the threshold search's rounds, the prefixes its last round
 // enumerated (the ones ranked) and the block barriers thread 0 passed:
 // the figures the kernel's latency follows.  Usage: t KIND REQUESTS.
@@ -14,9 +14,7 @@ static int st_n = -2, st_rounds = -1;
 
 #include "build_ddtree.cc"
 #include "launch.h"
-extern "C" {
-#include "ref/ddtree.h"
-}
+#include "ref/build_ddtree.h"
 static uint64_t seed = 0xB11D0000u;
 static uint64_t rnd64(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
 static int fdesc(const void *x, const void *y) { float a = *(const float *)x, b = *(const float *)y; return (a < b) - (a > b); }

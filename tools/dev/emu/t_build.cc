@@ -1,5 +1,5 @@
 // Host emulation test: tools/dev/emu/run.sh builds it against kernels_src/.
-// Both of build_ddtree's paths against ref/ddtree.c: well-formed
+// Both of build_ddtree's paths against ref/build_ddtree.c: well-formed
 // requests (sorted rows <= 0: realistic, softmax, dyadic ties, zeros, -inf
 // tails) take the threshold path when the budget is above LOOP_MAX_B;
 // ill-formed ones (unsorted, positive, NaN, +inf, one inversion) the loop,
@@ -27,9 +27,7 @@ static int sort_class(int n); // after the kernel: THREADS
 #include "build_ddtree.cc"
 static int sort_class(int n) { int n2 = 2; while (n2 < n) n2 <<= 1; return n2 <= THREADS ? 0 : n2 <= 2 * THREADS ? 1 : 2; }
 #include "launch.h"
-extern "C" {
-#include "ref/ddtree.h"
-}
+#include "ref/build_ddtree.h"
 static uint64_t rng = 0x853c49e6748fea9bull;
 static uint32_t rnd() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
 static float unit() { return ((float)(rnd() & 0xffffff) + 0.5f) / 16777216.0f; }

@@ -20,9 +20,8 @@ static inline float atomicExch(float *p, float v) { float o; __atomic_exchange(p
 static inline int atomicExch(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 #include "draft_topk.cc"
 #include "launch.h"
-extern "C" {
-#include "ref/ddtree.h"
-}
+#include "ref/draft_topk.h"
+#include "ref/ref_math.h"
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
 static float unit() { return ((float)(rnd() & 0xffffff) + 0.5f) / 16777216.0f; }

@@ -1,107 +1,13 @@
 /*
- * ref/ddtree.c: the CPU references of ref/ddtree.h.  Each function follows
- * the spec's wording step by step; nothing here is clever.
+ * ref/build_ddtree.c: the CPU reference of build_ddtree
+ * (ref/build_ddtree.h), following docs/contract.md §2 step by step: a
+ * binary heap of candidates, at most one pending a built node.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "ref/ddtree.h"
-
-float
-ref_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t
-ref_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40); /* a quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-uint32_t
-ref_f32_key(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-/* NaN counts as -inf (spec §1, §2). */
-static float
-canon(float x)
-{
-    return isnan(x) ? -INFINITY : x;
-}
-
-/* ---- §1 draft_topk ---------------------------------------------------- */
-
-void
-ref_draft_topk(float *lp, int32_t *ids, const void *logits, int dtype,
-               int n_rows, int V, int K)
-{
-    float *bestv = malloc(sizeof(float) * (size_t)K);
-    int32_t *besti = malloc(sizeof(int32_t) * (size_t)K);
-    if (!bestv || !besti)
-        abort();
-    for (int r = 0; r < n_rows; r++) {
-        int n = 0; /* entries in best[], sorted: value desc, id asc */
-        float m = -INFINITY;
-        for (int j = 0; j < V; j++) {
-            size_t at = (size_t)r * V + j;
-            float x = dtype ? ref_bf16_to_f32(((const uint16_t *)logits)[at])
-                            : ((const float *)logits)[at];
-            x = canon(x);
-            if (x > m)
-                m = x;
-            /* Ids arrive in increasing order, so an equal value never beats
-             * an entry already kept: only a strictly larger one does. */
-            if (n == K && !(x > bestv[K - 1]))
-                continue;
-            int pos = n < K ? n : K - 1;
-            while (pos > 0 && x > bestv[pos - 1]) {
-                bestv[pos] = bestv[pos - 1];
-                besti[pos] = besti[pos - 1];
-                pos--;
-            }
-            bestv[pos] = x;
-            besti[pos] = j;
-            if (n < K)
-                n++;
-        }
-        double s = 0.0;
-        if (m != -INFINITY) {
-            for (int j = 0; j < V; j++) {
-                size_t at = (size_t)r * V + j;
-                float x = dtype
-                              ? ref_bf16_to_f32(((const uint16_t *)logits)[at])
-                              : ((const float *)logits)[at];
-                x = canon(x);
-                s += exp((double)x - (double)m);
-            }
-        }
-        for (int k = 0; k < K; k++) {
-            ids[(size_t)r * K + k] = besti[k];
-            lp[(size_t)r * K + k] =
-                m == -INFINITY
-                    ? -INFINITY
-                    : (float)(((double)bestv[k] - (double)m) - log(s));
-        }
-    }
-    free(bestv);
-    free(besti);
-}
-
-/* ---- §2 build_ddtree -------------------------------------------------- */
+#include "ref/build_ddtree.h"
+#include "ref/ref_math.h"
 
 /* A candidate: node (depth, rank k) under parent p, with its score. */
 typedef struct cand {
@@ -189,7 +95,7 @@ heap_pop(const tree *t, cand *h, int *n)
 static float
 add_score(float a, float b)
 {
-    return canon(a + canon(b));
+    return ref_canon(a + ref_canon(b));
 }
 
 int
@@ -286,60 +192,5 @@ ref_build_ddtree(int32_t *n_nodes, int32_t *token, int32_t *parent,
             anc_mask + o * W, lp + (size_t)r * L * K, ids + (size_t)r * L * K,
             budget[r], depth_limit ? depth_limit[r] : L, root_token[r],
             past_len ? past_len[r] : 0, L, K, N_MAX);
-    }
-}
-
-/* ---- §4 tree_accept --------------------------------------------------- */
-
-void
-ref_tree_accept(int32_t *accept_len, int32_t *accept_idx,
-                int32_t *accept_token, int32_t *bonus, const int32_t *token,
-                const int32_t *first_child, const int32_t *next_sibling,
-                const int32_t *n_nodes, const int32_t *target,
-                const int32_t *max_accept, int R, int L, int N_MAX)
-{
-    for (int r = 0; r < R; r++) {
-        const int32_t *tok = token + (size_t)r * N_MAX;
-        const int32_t *fc = first_child + (size_t)r * N_MAX;
-        const int32_t *ns = next_sibling + (size_t)r * N_MAX;
-        const int32_t *tg = target + (size_t)r * N_MAX;
-        int32_t *idx = accept_idx + (size_t)r * (L + 1);
-        int32_t *at = accept_token + (size_t)r * (L + 1);
-        int n = n_nodes[r], cap = max_accept ? max_accept[r] : L + 1;
-        if (n < 1)
-            n = 1;
-        if (n > N_MAX)
-            n = N_MAX;
-        if (cap < 1 || cap > L + 1)
-            cap = cap < 1 ? 1 : L + 1;
-
-        int cur = 0, len = 1;
-        idx[0] = 0;
-        at[0] = tok[0];
-        while (len < cap) {
-            int c = fc[cur], found = -1;
-            /* Links point forward (a child after its parent, a sibling
-             * after its elder): anything else ends the scan. */
-            if (c <= cur || c >= n)
-                c = -1;
-            while (c >= 0) {
-                if (tok[c] == tg[cur]) {
-                    found = c;
-                    break;
-                }
-                int s = ns[c];
-                c = (s > c && s < n) ? s : -1;
-            }
-            if (found < 0)
-                break;
-            cur = found;
-            idx[len] = cur;
-            at[len] = tok[cur];
-            len++;
-        }
-        accept_len[r] = len;
-        bonus[r] = tg[cur];
-        for (int i = len; i < L + 1; i++)
-            idx[i] = at[i] = -1;
     }
 }
