@@ -4,7 +4,7 @@
 # (alone or beside a real one), an option without its value, a --device
 # that is not an ordinal, an empty --only, each exit 2 with a line that
 # names the problem;
-# and `make bench` (tools/run-bench.sh) says in the table and the JSON
+# and `make bench` (tools/host/run-bench.sh) says in the table and the JSON
 # that a baseline was skipped and why (here a stand-in baseline_topk.py
 # that skips as the real one does without torch), and does not run a
 # baseline at all when --only leaves its kernel no case; the real
@@ -78,7 +78,7 @@ sys.exit(77)
 PY
 KDTREE_BENCH="$bench" KDTREE_BENCH_TOOLS="$tmp" \
     KDTREE_BENCH_JSON="$tmp/bench.json" \
-    sh "$src/tools/run-bench.sh" --quick --compile-only --arch '' \
+    sh "$src/tools/host/run-bench.sh" --quick --compile-only --arch '' \
     --kernel draft_topk >"$tmp/table" 2>"$tmp/err"
 rc=$?
 if [ $rc -ne 0 ]; then
@@ -104,7 +104,7 @@ open("$tmp/ran", "w").close()
 PY
 KDTREE_BENCH="$bench" KDTREE_BENCH_TOOLS="$tmp" \
     KDTREE_BENCH_JSON="$tmp/bench2.json" \
-    sh "$src/tools/run-bench.sh" --quick --compile-only --arch '' \
+    sh "$src/tools/host/run-bench.sh" --quick --compile-only --arch '' \
     --kernel draft_topk --only 'R=1,' >"$tmp/table" 2>"$tmp/err"
 if [ -e "$tmp/ran" ]; then
     echo "FAIL: the baseline ran though --only left draft_topk no case" >&2

@@ -53,7 +53,7 @@ and why.
 --flashinfer-prebuild builds the FlashInfer modules this script runs (fa3,
 fa2, the cascade's merge; nvcc, no GPU needed; FLASHINFER_CUDA_ARCH_LIST,
 default 9.0a) and copies them to DIR/<name>/<name>.so, the layout of
-FlashInfer's AOT directory that tools/gpu-flashinfer.sh installs them
+FlashInfer's AOT directory that tools/host/gpu-flashinfer.sh installs them
 into.  Exit status 77 when torch or a CUDA device is missing
 (kdtree-bench notes it).
 """
@@ -324,7 +324,7 @@ def flashinfer_or_reason(torch):
                         os.environ.get("FLASHINFER_DISABLE_JIT"):
                     why[b] = ("module %s is not prebuilt and "
                               "FLASHINFER_DISABLE_JIT is set (see "
-                              "tools/gpu-flashinfer.sh)" % spec.name)
+                              "tools/host/gpu-flashinfer.sh)" % spec.name)
                     break
         except Exception as e:
             why[b] = "flashinfer's module specs: %s" % first_line(e)

@@ -4,7 +4,7 @@
     sass_lines.py NCU_SASS_CSV CUBIN [TOP]
 
 NCU_SASS_CSV is `ncu -i R --page source --csv --print-source sass` (what
-tools/dev/visit_profile.sh writes); CUBIN the same kernel compiled here
+tools/dev/gpu_profile.sh writes); CUBIN the same kernel compiled here
 with -lineinfo (nvcc -cubin -lineinfo with the NVRTC flags and -D values
 the library used).  The two instruction streams are aligned by opcode
 (difflib), the local cubin's line table (nvdisasm -g) names each

@@ -1,6 +1,6 @@
 #!/bin/bash
-# attn_visit.sh: one GPU-host visit for verify_attn through the standalone
-# harness (tools/dev/attn_harness.cu, nvcc), no library needed.  Builds
+# attn_variants.sh: verify_attn's kernel variants side by side on a GPU
+# host, through the standalone harness (tools/dev/attn_harness.cu, nvcc), no library needed.  Builds
 # every variant at every shape, checks each against the double CPU
 # reference (19 checks, and 11 more of the in-cluster merge for a wgmma
 # variant whose kernels have it), times them side by side (variants
@@ -9,7 +9,7 @@
 # summary.txt, build.log, check.log, bench.log, sanitizer.log, ncu.txt,
 # ncu-sass.csv.
 #
-#   OUT=/tmp/out bash tools/dev/attn_visit.sh
+#   OUT=/tmp/out bash tools/dev/attn_variants.sh
 #
 # VARIANTS  "NAME:ARCH:KDIR ..."; ARCH picks the body (90a: wgmma, any
 #           other: mma.sync), KDIR the kernel sources (default
@@ -26,7 +26,7 @@ set -u
 OUT=${OUT:-/tmp/out}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-B=/tmp/attn-visit
+B=/tmp/attn-variants
 mkdir -p "$OUT" "$B"
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }

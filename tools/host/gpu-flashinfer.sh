@@ -1,11 +1,11 @@
 # shellcheck shell=bash
-# tools/gpu-flashinfer.sh [DIR]: sourced by bash on the GPU host, before
+# tools/host/gpu-flashinfer.sh [DIR]: sourced by bash on the GPU host, before
 # kdtree-bench --baseline, so that tools/baseline_attn.py can time
 # FlashInfer beside our verify_attn:
 #
-#     . tools/gpu-flashinfer.sh .whl
+#     . tools/host/gpu-flashinfer.sh .whl
 #
-# DIR (default .whl) holds what tools/flashinfer-prepare.sh gathered on the
+# DIR (default .whl) holds what tools/host/flashinfer-prepare.sh gathered on the
 # build machine: the wheels flashinfer_python-*.whl and apache_tvm_ffi-*.whl
 # (that host has no package index) and flashinfer-aot/<module>/<module>.so,
 # the JIT modules the baseline runs, compiled ahead for sm_90a.  This
@@ -19,7 +19,7 @@
 # module in the bench's notes, instead of spending minutes of the visit in
 # nvcc.  KDT_FLASHINFER_JIT=1 lets it build what is missing.
 if [ -z "${BASH_VERSION:-}" ] || [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    echo "gpu-flashinfer: source it from bash: . tools/gpu-flashinfer.sh DIR" >&2
+    echo "gpu-flashinfer: source it from bash: . tools/host/gpu-flashinfer.sh DIR" >&2
     exit 2
 fi
 
@@ -28,7 +28,7 @@ kdt_flashinfer_setup() {
     local f m n=0 wheels=()
     for f in "$dir"/flashinfer_python-*.whl "$dir"/apache_tvm_ffi-*.whl; do
         if [ ! -f "$f" ]; then
-            echo "gpu-flashinfer: no $f (tools/flashinfer-prepare.sh" \
+            echo "gpu-flashinfer: no $f (tools/host/flashinfer-prepare.sh" \
                 "$dir makes it on the build machine)" >&2
             return 1
         fi

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tools/flashinfer-prepare.sh [DIR]: on the build machine (no GPU needed),
-# gathers into DIR (default .whl, git-ignored) what tools/gpu-flashinfer.sh
+# tools/host/flashinfer-prepare.sh [DIR]: on the build machine (no GPU needed),
+# gathers into DIR (default .whl, git-ignored) what tools/host/gpu-flashinfer.sh
 # installs on the GPU host for the verify_attn baseline: the wheels of
 # flashinfer-python and apache-tvm-ffi for that host's Python 3.12, and
 # FlashInfer's JIT modules that tools/baseline_attn.py runs, compiled here
@@ -13,7 +13,7 @@
 # machine's Python, whose C library the modules are built against is the
 # same as the host's.  nvcc: $CUDA_HOME (default /usr/local/cuda).
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dir=${1:-.whl}
 venv=${KDT_FLASHINFER_VENV:-/tmp/kdt-flashinfer-venv}
 cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -36,4 +36,4 @@ CUDA_HOME=$cuda PATH=$cuda/bin:$PATH \
     "$venv/bin/python" tools/baseline_attn.py --flashinfer-prebuild "$dir/flashinfer-aot"
 echo "flashinfer-prepare: modules built in $(( $(date +%s) - t0 )) s;" \
     "$(du -sh "$dir" | cut -f1) in $dir; on the GPU host:" \
-    ". tools/gpu-flashinfer.sh $dir"
+    ". tools/host/gpu-flashinfer.sh $dir"

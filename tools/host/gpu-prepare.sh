@@ -1,7 +1,7 @@
 #!/bin/sh
-# tools/gpu-prepare.sh [DIR]: on the build machine (after ./configure),
+# tools/host/gpu-prepare.sh [DIR]: on the build machine (after ./configure),
 # gathers what a bare GPU host lacks to build and test this project, for
-# tools/gpu-host.sh to use there (docs/gpu-host.md):
+# tools/host/gpu-host.sh to use there (docs/gpu-host.md):
 #   DIR/debs, DIR/root  Check and libsubunit, as Debian packages fetched
 #                       with apt-get download and unpacked with dpkg -x
 #                       (configure needs both)
@@ -12,7 +12,7 @@
 # and a release tarball with gpu-host.sh in .xfer/.  DIR defaults to .gpu;
 # both folders are git-ignored.  What is already there is not fetched again.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dir=${1:-.gpu}
 mkdir -p "$dir/debs" "$dir/root" "$dir/wheels"
 dir=$(cd "$dir" && pwd)
@@ -41,7 +41,7 @@ fi
 
 # env.sh finds everything relative to itself, so DIR may land anywhere.
 cat >"$dir/env.sh" <<'EOF'
-# Sourced by bash on the GPU host (tools/gpu-prepare.sh wrote it): makes the
+# Sourced by bash on the GPU host (tools/host/gpu-prepare.sh wrote it): makes the
 # unpacked packages and the wheels beside this file usable without
 # installing anything.
 kdt_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -67,5 +67,5 @@ EOF
 make dist >/dev/null
 mkdir -p .xfer
 rm -f .xfer/kdtree-jit-*.tar.gz
-cp kdtree-jit-*.tar.gz tools/gpu-host.sh .xfer/
+cp kdtree-jit-*.tar.gz tools/host/gpu-host.sh .xfer/
 echo "ready: carry $(basename "$dir") and .xfer; there: bash .xfer/gpu-host.sh"

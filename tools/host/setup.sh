@@ -1,10 +1,10 @@
 #!/bin/sh
-# tools/setup.sh: everything a fresh Debian/Ubuntu machine needs before the
+# tools/host/setup.sh: everything a fresh Debian/Ubuntu machine needs before the
 # bench or the tests: the build dependencies (installed with apt-get when
 # missing and running as root), then autogen, configure and make in the
 # source tree.  Safe to run again: each step is skipped when done.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 need=""
 command -v autoreconf >/dev/null 2>&1 || need="$need autoconf automake"

@@ -2,12 +2,12 @@
 # run-bench.sh [kdtree-bench arguments...]: runs kdtree-bench with the
 # defaults of the README's main job: the table on stdout, the same figures
 # as JSON in $KDTREE_BENCH_JSON (default ./kdtree-bench.json), the torch
-# baselines beside ours, progress on stderr.  Finds the binary in ./tools (the build tree), beside this
-# script, or on PATH.
+# baselines beside ours, progress on stderr.  Finds the binary in ./tools
+# (the build tree), in tools/ above this script, or on PATH.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bench=
-for c in ${KDTREE_BENCH:-} ./tools/kdtree-bench "$here/kdtree-bench"; do
+for c in ${KDTREE_BENCH:-} ./tools/kdtree-bench "$here/../kdtree-bench"; do
     if [ -n "$c" ] && [ -x "$c" ]; then
         bench=$c
         break

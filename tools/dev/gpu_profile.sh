@@ -1,5 +1,5 @@
 #!/bin/bash
-# One GPU-host visit for kernel work: build the tarball (tools/gpu-host.sh
+# gpu_profile.sh: kernel work on a GPU host: build the tarball (tools/host/gpu-host.sh
 # with no stages), then, each step only when its variable is set:
 #   CHECK_TESTS  make check TESTS="..." (e.g. "tests/gpu_draft_topk")
 #   BENCH        kdtree-bench arguments (e.g. "--kernel draft_topk")
@@ -8,13 +8,13 @@
 #                per-instruction SASS counts (source page) beside it; ncu
 #                cannot open NVRTC's sources, so tools/dev/sass_lines.py
 #                maps the SASS to source lines from a local -lineinfo cubin
-# Output: one tarball $OUT/visit.tgz (the device tool brings back only a
+# Output: one tarball $OUT/profile.tgz (the device tool brings back only a
 # few files).
 set -u
 final=${OUT:-/tmp/kdt-out}
-out=/tmp/visit-out
+out=/tmp/profile-out
 rm -rf "$out" && mkdir -p "$out"
-trap 'tar czf "$final/visit.tgz" -C "$out" .' EXIT
+trap 'tar czf "$final/profile.tgz" -C "$out" .' EXIT
 top=$(pwd)
 OUT=$out STAGES="${STAGES:-none}" bash .xfer/gpu-host.sh || exit 1
 cd /tmp/kdt/kdtree-jit-*/ || exit 1

@@ -1,7 +1,7 @@
 #!/bin/bash
-# tools/gpu-host.sh: one visit to a GPU host that lacks libtool and Check
+# tools/host/gpu-host.sh: one visit to a GPU host that lacks libtool and Check
 # (docs/gpu-host.md).  Expects, in the current directory, .gpu/ and
-# .xfer/kdtree-jit-*.tar.gz, both made by tools/gpu-prepare.sh.  Builds the
+# .xfer/kdtree-jit-*.tar.gz, both made by tools/host/gpu-prepare.sh.  Builds the
 # tarball once (kept in /tmp/kdt between calls on a warm host), then runs
 # the stages named in $STAGES (unset: all, in this order; set but empty:
 # none, the build alone):
