@@ -1,8 +1,9 @@
 /*
  * bench.c: kdtree-bench's context (see bench_ctx.h for how the tool is
  * split): the bench's own runtime on the GPU, device memory for the
- * cases, aborting a case that fails, and the rows and notes the report
- * prints.
+ * cases, aborting a case that fails, the rows and notes the report
+ * prints, and the cases' timings, which hand bench_time what to time and
+ * act on what it reports.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "bench_ctx.h"
 #include "base/error.h"
+#include "cuda/nvrtc.h"
 #include "runtime/runtime.h"
 
 static uint64_t
@@ -188,6 +190,39 @@ bench_cu_check(bench_ctx *b, CUresult r, const char *call)
     }
 }
 
+/* Compiles and loads the spin kernel the GPU batches start behind
+ * (bench_time.h); without it b->spin_fn stays NULL and a note says so. */
+static void
+load_spin(bench_ctx *b)
+{
+    int st = 0, kind = 0;
+    char target[32], opt[48];
+    const kdt_nvrtc *n = kdt_nvrtc_get(&st);
+    kdt_blob blob = {0};
+    if (n)
+        st = kdt_nvrtc_pick_target(n, b->rt->cc_major, b->rt->cc_minor,
+                                   target, sizeof target, &kind);
+    if (!st) {
+        const char *opts[1];
+        snprintf(opt, sizeof opt, "-arch=%s", target);
+        opts[0] = opt;
+        st = kdt_nvrtc_compile(n, bench_spin_source, "kdt_bench_spin.cu", 0,
+                               NULL, NULL, 1, opts, kind, &blob);
+    }
+    if (!st && (b->drv->module_load_data(&b->spin_mod, blob.data) ||
+                b->drv->module_get_function(&b->spin_fn, b->spin_mod,
+                                            BENCH_SPIN_NAME) ||
+                b->drv->mem_alloc(&b->spin_clock, 16))) {
+        b->spin_fn = NULL;
+        st = KDTREE_ERROR_CUDA;
+    }
+    kdt_blob_free(&blob);
+    if (st)
+        bench_note(b, "no spin kernel (%s): GPU batches start without a "
+                   "head start, so kernels shorter than a launch read as "
+                   "the launch rate", kdtree_status_name(st));
+}
+
 int
 bench_open_gpu(bench_ctx *b, int device)
 {
@@ -214,7 +249,7 @@ bench_open_gpu(bench_ctx *b, int device)
         b->rt = NULL;
         return KDTREE_ERROR_CUDA;
     }
-    bench_load_spin(b);
+    load_spin(b);
     return 0;
 }
 
@@ -296,6 +331,48 @@ bench_free_all(bench_ctx *b)
     for (size_t i = 0; i < b->n_allocs; i++)
         b->drv->mem_free(b->allocs[i]);
     b->n_allocs = 0;
+}
+
+/* ---- timings ---------------------------------------------------------- */
+
+/* The longest rest before a GPU timing (the longest a case keeps the GPU
+ * busy is about a second). */
+#define BENCH_REST_MAX_US 2e6
+
+double
+bench_gpu_us(bench_ctx *b, int (*fn)(void *arg, void *stream), void *arg)
+{
+    bench_gpu_result res;
+    if (!b->rt)
+        bench_abort(b, "GPU timing asked for without a GPU");
+    /* A batch should last well over the events' ~0.5 µs resolution; it is
+     * capped so that the queue behind the spin kernel never fills.  The
+     * rest before it is a duty cycle of at most one half, case by case
+     * (none with --quick). */
+    bench_gpu_timer t = {
+        .drv = b->drv, .ctx = b->rt->ctx, .stream = b->stream,
+        .ev0 = b->ev0, .ev1 = b->ev1, .spin = b->spin_fn,
+        .spin_clock = b->spin_clock, .launch = fn, .arg = arg,
+        .rest_us = b->quick ? 0
+                   : b->gpu_busy_us < BENCH_REST_MAX_US ? b->gpu_busy_us
+                                                        : BENCH_REST_MAX_US,
+        .want_us = b->quick ? 200 : 1000, .max_n = 512,
+        .reps = b->quick ? 5 : 21,
+    };
+    if (bench_time_gpu(&t, &res)) {
+        if (res.cu != CUDA_SUCCESS)
+            bench_cu_check(b, res.cu, res.what);
+        bench_check(b, res.status, res.what);
+    }
+    b->gpu_mhz = res.mhz;
+    b->gpu_busy_us = res.busy_us;
+    return res.us;
+}
+
+double
+bench_cpu_us(bench_ctx *b, void (*fn)(void *arg), void *arg)
+{
+    return bench_time_host(fn, arg, b->quick ? 100 : 500, b->quick ? 7 : 21);
 }
 
 /* ---- rows ------------------------------------------------------------- */

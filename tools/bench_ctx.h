@@ -4,8 +4,10 @@
  * makes into another.  The parts, one job each (the split of zstd's
  * timefn/benchfn/benchzstd):
  *
- *   bench.c           the context: the GPU, device memory, failures, rows
- *   bench_time.c      timing: medians, the batch loop, CUDA events, host
+ *   bench.c           the context: the GPU, device memory, failures, rows,
+ *                     and the timings of bench.h through bench_time
+ *   bench_time.c      timing: medians, the batch loop, CUDA events, host;
+ *                     a leaf that sees none of this (bench_time.h)
  *   bench_load.c      the load path: cold, warm, hot, the bare compile
  *   bench_baseline.c  the torch baseline scripts
  *   bench_report.c    the table and the JSON
@@ -21,6 +23,7 @@
 #include <stdint.h>
 
 #include "bench_suite.h"
+#include "bench_time.h"
 #include "cuda/driver.h"
 #include "jit/cubin_info.h"
 #include "jit/registry.h"
@@ -154,15 +157,5 @@ void bench_abort(bench_ctx *b, const char *msg)
     __attribute__((noreturn));
 /* Aborts the running case when a driver call failed. */
 void bench_cu_check(bench_ctx *b, CUresult r, const char *call);
-
-/* ---- bench_time.c ------------------------------------------------------- */
-
-/* CLOCK_MONOTONIC in microseconds. */
-double bench_now_us(void);
-/* Median of v[0..n) (sorts v); NAN for n = 0. */
-double bench_median(double *v, int n);
-/* Compiles and loads the spin kernel the GPU batches start behind (see
- * bench_time.c); without it b->spin_fn stays NULL and a note says so. */
-void bench_load_spin(bench_ctx *b);
 
 #endif /* KDT_BENCH_CTX_H */
