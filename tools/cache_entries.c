@@ -19,7 +19,7 @@
 #include "cache/config.h"
 #include "cache/key.h"
 #include "cache/layout.h"
-#include "kdtree-cache.h"
+#include "cache_entries.h"
 #include "kdtree.h"
 
 void

@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include "cache/key.h"
+#include "cache_entries.h"
+#include "cache_explain.h"
+#include "cache_tool.h"
+#include "cuda/nvrtc.h"
 #include "jit/obtain.h"
 #include "jit/registry.h"
-#include "cuda/nvrtc.h"
-#include "kdtree-cache.h"
 #include "kdtree.h"
 
 /* ---- explain ------------------------------------------------------------ */

@@ -41,37 +41,12 @@
 #include "cache/key.h"
 #include "cache/layout.h"
 #include "cache/notice.h"
+#include "cache_entries.h"
+#include "cache_explain.h"
+#include "cache_tool.h"
 #include "cuda/nvrtc.h"
 #include "jit/cubin_info.h"
-#include "kdtree-cache.h"
 #include "kdtree.h"
-
-static const char usage_text[] =
-    "usage: kdtree-cache [--dir DIR] COMMAND [ARGS]\n"
-    "  list [--all]              entries: kernel, shape, target, size, last used\n"
-    "  resources [--all]         per kernel function of each cubin: registers,\n"
-    "                            stack (spills), static shared memory, bounds\n"
-    "  verify [--all] [--delete] check every entry (exit 1 if any is bad)\n"
-    "  explain KERNEL [SHAPE] [--arch A] [--nvrtc V]\n"
-    "                            would this lookup hit? if not, which preimage\n"
-    "                            field differs from the nearest entry\n"
-    "  populate [--arch LIST] [KERNEL[:SHAPE]]...\n"
-    "                            compile-only into the cache (default: every\n"
-    "                            kernel's default shape for sm_90a sm_100 sm_120)\n"
-    "  gc [--max-bytes N]        sweep temp files, drop bad entries, evict LRU\n"
-    "  clear                     remove every entry of the user's cache\n"
-    "--all: also the read-only layers (KDTREE_CACHE_PATH, the prebuilt one).\n"
-    "exit: 0 ok, 1 bad entry / would miss / compile failed, 2 usage, 3 cache "
-    "unusable\n";
-
-int
-kdt_tool_usage_error(const char *fmt, const char *what)
-{
-    fprintf(stderr, "kdtree-cache: ");
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, "\n%s", usage_text);
-    return EXIT_USAGE;
-}
 
 static void
 format_time(const struct timespec *t, char *out, size_t size)
@@ -602,7 +577,7 @@ main(int argc, char **argv)
     if (r != EXIT_OK)
         return r;
     if (strcmp(a.cmd, "--help") == 0 || strcmp(a.cmd, "-h") == 0) {
-        fputs(usage_text, stdout);
+        kdt_tool_usage(stdout);
         return EXIT_OK;
     }
     if (strcmp(a.cmd, "explain") == 0) {

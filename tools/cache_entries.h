@@ -1,23 +1,17 @@
 /*
- * tools/kdtree-cache.h: what the parts of tools/kdtree-cache share: the
- * exit codes, the usage error, the entries of a cache as the tool reads
- * them (tools/cache_entries.c) and the explain command
- * (tools/cache_explain.c).
+ * tools/cache_entries.h: the entries of a cache as kdtree-cache reads
+ * them (tools/cache_entries.c): each entry file read and decoded by the
+ * library's own rules, with its preimage's fields, and the collection of
+ * the user's directory and the read-only layers.
  */
-#ifndef KDT_TOOL_KDTREE_CACHE_H
-#define KDT_TOOL_KDTREE_CACHE_H
+#ifndef KDT_TOOL_CACHE_ENTRIES_H
+#define KDT_TOOL_CACHE_ENTRIES_H
 
 #include <stddef.h>
 
 #include "cache/entry.h"
 #include "cache/file.h"
 #include "cache/housekeep.h"
-
-enum { EXIT_OK = 0, EXIT_NO = 1, EXIT_USAGE = 2, EXIT_CACHE = 3 };
-
-/* Prints "kdtree-cache: " and fmt (with one %s: `what`), then the usage;
- * returns EXIT_USAGE. */
-int kdt_tool_usage_error(const char *fmt, const char *what);
 
 typedef struct field {
     const char *label;
@@ -71,10 +65,4 @@ void kdt_tool_field_text(const entry *e, const char *label, char *out,
 /* "cubin", "ptx", "alias". */
 const char *kdt_tool_kind_name(int kind);
 
-/* explain KERNEL [SHAPE] --arch A [--nvrtc V]: would the lookup hit; if
- * not, which preimage fields differ from the nearest entry.  Returns the
- * exit code. */
-int kdt_tool_explain(const char *kernel, const char *shape, const char *arch,
-                     const char *nvrtc);
-
-#endif /* KDT_TOOL_KDTREE_CACHE_H */
+#endif /* KDT_TOOL_CACHE_ENTRIES_H */
