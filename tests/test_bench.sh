@@ -3,8 +3,10 @@
 # machine without a GPU and prints one JSON object of the documented
 # shape: a cold and a warm compile of every registered kernel for sm_90a and
 # sm_120, each compiled when cold and served from disk when warm, with the
-# registers and memory of each kernel function of its cubin.  Times
-# are printed, never judged.  Skips (77) without NVRTC or python3.
+# registers and memory of each kernel function of its cubin, each phase
+# with its repetitions and their spread; no device's limits are claimed
+# without a device.  Times are printed, never judged.  Skips (77) without
+# NVRTC or python3.
 set -u
 bench=${KDTREE_BENCH:-./tools/kdtree-bench}
 if [ ! -x "$bench" ]; then
@@ -48,6 +50,13 @@ for r in load:
     need(r.get("problem") is None, name + ": " + str(r.get("problem")))
     for k in ("cold_ms", "warm_ms", "bare_nvrtc_ms", "cold_over_bare"):
         need(isinstance(r.get(k), num) and r[k] > 0, "%s: %s = %r" % (name, k, r.get(k)))
+    for k in ("reps_cold", "reps_bare", "reps_warm"):
+        need(isinstance(r.get(k), int) and r[k] >= 1, "%s: %s = %r" % (name, k, r.get(k)))
+    for k in ("cold_ms", "bare_nvrtc_ms", "warm_ms"):
+        lo, hi = r.get(k[:-3] + "_min_ms"), r.get(k[:-3] + "_max_ms")
+        need(isinstance(lo, num) and isinstance(hi, num)
+             and lo <= r.get(k, 0) <= hi,
+             "%s: %s %r not within its min %r and max %r" % (name, k, r.get(k), lo, hi))
     need(r.get("hot_find_us") is None, name + ": hot lookup without a GPU")
     need(isinstance(r.get("shape"), str) and "=" in r["shape"], name + ": shape")
     fns = r.get("functions")
@@ -59,5 +68,6 @@ for r in load:
         for k in ("stack_bytes", "shared_bytes", "param_bytes", "max_threads"):
             need(isinstance(f.get(k), int) and f[k] >= 0, "%s: %s" % (name, k))
 need(d.get("kernels") == [] and d.get("overhead") == [], "GPU rows in compile-only mode")
+need(d.get("limits") is None, "limits %r claimed without a device" % (d.get("limits"),))
 rep.done("%d load rows, %d kernels x sm_90a, sm_120: ok" % (len(load), len(kernels)))
 PY

@@ -2,8 +2,10 @@
 # test_bench_cli.sh: kdtree-bench's command line refuses what it cannot
 # do instead of measuring nothing and passing: an unknown --kernel name
 # (alone or beside a real one), an option without its value, a --device
-# that is not an ordinal, an empty --only, each exit 2 with a line that
-# names the problem;
+# that is not an ordinal, an empty --only, a --peak that is not two
+# figures, each exit 2 with a line that names the problem; --peak's
+# figures are the report's limits, and without it and without a device
+# the report claims none;
 # and `make bench` (tools/host/run-bench.sh) says in the table and the JSON
 # that a baseline was skipped and why (here a stand-in baseline_topk.py
 # that skips as the real one does without torch), and does not run a
@@ -47,6 +49,36 @@ usage_error '--arch needs a value' --compile-only --arch
 usage_error '--device wants a device ordinal' --device x
 usage_error '--only needs a value' --only
 usage_error '--only needs a non-empty text' --compile-only --only ''
+usage_error '--peak needs a value' --peak
+usage_error '--peak wants TB/S,TFLOP/S' --compile-only --arch '' --peak 3.35
+usage_error 'not "3.35,x"' --compile-only --arch '' --peak 3.35,x
+usage_error 'not "0,0"' --compile-only --arch '' --peak 0,0
+
+# limits_are WANT ARGS...: kdtree-bench --json ARGS reports limits WANT
+# (a Python expression).
+limits_are() {
+    want=$1
+    shift
+    "$bench" --json "$@" >"$tmp/limits.json" 2>"$tmp/err"
+    rc=$?
+    if ! command -v python3 >/dev/null 2>&1; then
+        return 0
+    fi
+    python3 - "$tmp/limits.json" "$rc" "$want" "$*" <<'PY' || fail=1
+import json, sys
+got = json.load(open(sys.argv[1])).get("limits")
+want = eval(sys.argv[3])
+if sys.argv[2] != "0" or got != want:
+    sys.exit("FAIL: kdtree-bench --json %s: exit %s, limits %r, want %r"
+             % (sys.argv[4], sys.argv[2], got, want))
+print("ok: kdtree-bench --json %s: limits %r" % (sys.argv[4], got))
+PY
+}
+limits_are None --compile-only --arch ''
+limits_are '{"bytes_per_s": 3.35e12, "flops_per_s": 989e12, "source": "--peak"}' \
+    --compile-only --arch '' --peak 3.35,989
+limits_are '{"bytes_per_s": None, "flops_per_s": 503.8e12, "source": "--peak"}' \
+    --compile-only --arch '' --peak 0,503.8
 
 if ! command -v python3 >/dev/null 2>&1; then
     echo "test_bench_cli: no python3 for the baseline part: skipped" >&2

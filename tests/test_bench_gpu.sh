@@ -3,7 +3,9 @@
 # one of its cases: the report is of the documented shape, holds only the
 # cases whose config contains the --only text, and each GPU row says the
 # SM clock its batches ran at (counted by the spin kernel; or a note says
-# there is no spin kernel).  Times and clocks are printed, never judged.
+# there is no spin kernel); a device the bench knows (H200, H100, RTX PRO
+# 6000 Blackwell) has its limits named, another none.  Times and clocks
+# are printed, never judged.
 # Skips (77) without a GPU or python3.
 set -u
 bench=${KDTREE_BENCH:-./tools/kdtree-bench}
@@ -45,5 +47,14 @@ for r in rows:
         need(isinstance(mhz, (int, float)) and math.isfinite(mhz)
              and 50 < mhz < 10000, name + ": sm_mhz %r" % (mhz,))
 need(d.get("overhead") == [], "the overhead case ran though --only left it out")
+lim, dev = d.get("limits"), str(d.get("device"))
+# the names tools/bench_peaks.c knows
+known = ("H200", "H100 NVL", "H100 PCIe", "H100 80GB HBM3", "H100 SXM",
+         "RTX PRO 6000 Blackwell")
+if any(n in dev for n in known):
+    need(isinstance(lim, dict) and lim.get("source"),
+         "%s: no limits named (%r)" % (dev, lim))
+else:
+    need(lim is None, "%s: limits %r of another device" % (dev, lim))
 rep.done("%d rows: ok" % len(rows))
 PY

@@ -123,6 +123,12 @@ bench_set_only(bench_ctx *b, const char *text)
     b->only = text;
 }
 
+void
+bench_set_peak(bench_ctx *b, const bench_peak *peak)
+{
+    b->peak = *peak;
+}
+
 int
 bench_cases_measured(const bench_ctx *b)
 {
@@ -240,6 +246,9 @@ bench_open_gpu(bench_ctx *b, int device)
     if (b->drv->device_get_name(b->device_name, sizeof b->device_name,
                                 b->rt->dev))
         snprintf(b->device_name, sizeof b->device_name, "device %d", device);
+    const bench_peak *peak = bench_peak_of(b->device_name);
+    if (!b->peak.source && peak)
+        b->peak = *peak;
     if (b->drv->stream_create(&b->stream, CU_STREAM_NON_BLOCKING) ||
         b->drv->event_create(&b->ev0, CU_EVENT_DEFAULT) ||
         b->drv->event_create(&b->ev1, CU_EVENT_DEFAULT)) {

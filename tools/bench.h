@@ -47,9 +47,10 @@ double bench_gpu_us(bench_ctx *b, int (*fn)(void *arg, void *stream),
 double bench_cpu_us(bench_ctx *b, void (*fn)(void *arg), void *arg);
 
 /* One row of the report.  bytes and flops may be 0 (not meaningful); the
- * report derives TB/s, TFLOP/s and the fractions of the H200's limits.
- * baseline may be NULL; else baseline_us is the same work done the way a
- * user would do it today, measured in the same run. */
+ * report derives TB/s, TFLOP/s and the fractions of the device's limits
+ * (bench_peaks.h).  baseline may be NULL; else baseline_us is the same
+ * work done the way a user does it without this library, measured in the
+ * same run. */
 void bench_row(bench_ctx *b, const char *kernel, const char *config,
                double us, double bytes, double flops, const char *baseline,
                double baseline_us);

@@ -11,6 +11,7 @@
  *   bench_load.c      the load path: cold, warm, hot, the bare compile
  *   bench_baseline.c  the torch baseline scripts
  *   bench_report.c    the table and the JSON
+ *   bench_peaks.c     the limits of each device the report compares with
  *
  * The kernels' cases (bench_<kernel>.c) see only bench.h, the command line
  * (kdtree-bench.c) bench_suite.h.
@@ -22,16 +23,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_peaks.h"
 #include "bench_suite.h"
 #include "bench_time.h"
 #include "cuda/driver.h"
 #include "jit/cubin_info.h"
 #include "jit/registry.h"
-
-/* The H200 limits the report compares against: measured device-to-device
- * copy bandwidth and dense bf16 tensor throughput. */
-#define H200_BYTES_PER_S 4.3e12
-#define H200_FLOPS_PER_S 989e12
 
 #define MAX_LOAD_ROWS 64
 #define MAX_ROWS 256
@@ -47,11 +44,11 @@ typedef struct load_row {
     char arch[32];
     char shape[160];
     int gpu;           /* 1: through a runtime; 0: kdtree_compile() */
-    int reps_cold, reps_warm;
-    double cold_ms;    /* empty cache: NVRTC compile + publish (+ load) */
+    /* Milliseconds, with how many runs and how far they spread. */
+    bench_stat cold;   /* empty cache: NVRTC compile + publish (+ load) */
     double cold_nvrtc_ms; /* the compile's own NVRTC time (stats) */
-    double bare_ms;    /* kdt_nvrtc_compile() of the same source alone */
-    double warm_ms;    /* entry on disk: read, verify (+ load) */
+    bench_stat bare;   /* kdt_kernel_compile() of the same source alone */
+    bench_stat warm;   /* entry on disk: read, verify (+ load) */
     double warm_load_ms; /* of which cuModuleLoadData (stats) */
     double hot_find_us;  /* kdt_runtime_find() of a loaded shape */
     double hot_prepare_us; /* kdtree_prepare() of a loaded shape */
@@ -124,6 +121,9 @@ struct bench_ctx {
     double gpu_busy_us; /* how long the last bench_gpu_us kept it busy */
     char device_name[128];
     char no_gpu_reason[512];
+    /* What the report's percentages are of: --peak's, else the table's
+     * entry for the device (bench_peaks.c); peak.source NULL: none. */
+    bench_peak peak;
     /* The running case's buffers and its abort point. */
     uint64_t *allocs;
     size_t n_allocs, cap_allocs;

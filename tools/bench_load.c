@@ -124,7 +124,8 @@ new_load_row(bench_ctx *b, const char *kernel, const char *arch,
     snprintf(r->arch, sizeof r->arch, "%s", arch);
     snprintf(r->shape, sizeof r->shape, "%s", shape);
     r->gpu = gpu;
-    r->cold_ms = r->cold_nvrtc_ms = r->bare_ms = r->warm_ms = NAN;
+    r->cold = r->bare = r->warm = bench_stat_of(NULL, 0);
+    r->cold_nvrtc_ms = NAN;
     r->warm_load_ms = r->hot_find_us = r->hot_prepare_us = NAN;
     r->n_fn = -1;
     return r;
@@ -285,8 +286,8 @@ load_once(const load_job *j, double *ms)
     return st;
 }
 
-/* Medians of reps_cold cold and reps_warm warm loads into the job's row;
- * the first failure stops both. */
+/* reps_cold cold and reps_warm warm loads into the job's row (each with
+ * its median and spread); the first failure stops both. */
 static int
 measure_cold_warm(load_job *j, int reps_cold, int reps_warm)
 {
@@ -295,8 +296,6 @@ measure_cold_warm(load_job *j, int reps_cold, int reps_warm)
     int nc = 0, nb = 0, nw = 0, st = 0;
     load_row *r = j->r;
     kdtree_cache_stats s;
-    r->reps_cold = reps_cold;
-    r->reps_warm = reps_warm;
     for (int i = 0; i < reps_cold && !st; i++) {
         if (j->dir) {
             rm_tree(j->dir);
@@ -335,10 +334,10 @@ measure_cold_warm(load_job *j, int reps_cold, int reps_warm)
                     (unsigned long long)s.compiles);
         wload[nw++] = s.load_ms;
     }
-    r->cold_ms = bench_median(cold, nc);
+    r->cold = bench_stat_of(cold, nc);
     r->cold_nvrtc_ms = bench_median(cnv, nc);
-    r->bare_ms = bench_median(bare, nb);
-    r->warm_ms = bench_median(warm, nw);
+    r->bare = bench_stat_of(bare, nb);
+    r->warm = bench_stat_of(warm, nw);
     /* Compile-only loads no module: its warm row has no load time. */
     if (j->ordinal >= 0)
         r->warm_load_ms = bench_median(wload, nw);
@@ -429,7 +428,7 @@ run_job(load_job *j)
     env_restore(&env);
     fprintf(stderr, "kdtree-bench: %s %-12s %-7s cold %.1f ms (bare NVRTC "
             "%.1f ms) warm %.3f ms", gpu ? "load" : "compile", j->name,
-            r->arch, r->cold_ms, r->bare_ms, r->warm_ms);
+            r->arch, r->cold.median, r->bare.median, r->warm.median);
     if (gpu)
         fprintf(stderr, " hot %.3f us", r->hot_find_us);
     fprintf(stderr, "%s%s\n", r->problem[0] ? ": " : "", r->problem);

@@ -2,7 +2,8 @@
  * bench_report.c: kdtree-bench's report (see bench_suite.h): the rows the
  * other parts collected, as a table for a person or as one JSON object
  * (its shape is what tests/test_bench.sh checks and the plotting and
- * baseline tools read), with the targets of issue 2 judged from them.
+ * baseline tools read), with the load path's and the API's targets
+ * (docs/performance.md, "Targets") judged from them.
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,7 +61,16 @@ typedef struct target {
     int met;
 } target;
 
-/* The issue's targets, from the GPU measurements only. */
+/* The fraction of a limit, NAN where the limit is not known (no device,
+ * a device the table of bench_peaks.c lacks, and no --peak). */
+static double
+of_peak(double per_s, double peak)
+{
+    return per_s > 0 && peak > 0 ? per_s / peak : NAN;
+}
+
+/* The load path's and the API's targets, from the GPU measurements
+ * only. */
 static int
 collect_targets(bench_ctx *b, target *t, int max)
 {
@@ -69,16 +79,17 @@ collect_targets(bench_ctx *b, target *t, int max)
         load_row *r = &b->load[i];
         if (!r->gpu)
             continue;
-        t[n] = (target){"warm load from disk", "", r->warm_ms, 1.0, "ms", 0};
+        t[n] = (target){"warm load from disk", "", r->warm.median, 1.0, "ms",
+                        0};
         snprintf(t[n].subject, sizeof t[n].subject, "%s", r->kernel);
-        t[n].met = isfinite(r->warm_ms) && r->warm_ms < 1.0;
+        t[n].met = isfinite(r->warm.median) && r->warm.median < 1.0;
         n++;
         t[n] = (target){"hot lookup", "", r->hot_find_us, 1.0, "us", 0};
         snprintf(t[n].subject, sizeof t[n].subject, "%s", r->kernel);
         t[n].met = isfinite(r->hot_find_us) && r->hot_find_us < 1.0;
         n++;
-        t[n] = (target){"cold / bare NVRTC", "", r->cold_ms / r->bare_ms,
-                        1.10, "x", 0};
+        t[n] = (target){"cold / bare NVRTC", "",
+                        r->cold.median / r->bare.median, 1.10, "x", 0};
         snprintf(t[n].subject, sizeof t[n].subject, "%s", r->kernel);
         t[n].met = isfinite(t[n].value) && t[n].value <= 1.10;
         n++;
@@ -136,9 +147,9 @@ table_functions(bench_ctx *b, FILE *o)
                     r->fn[f].stack_bytes, r->fn[f].shared_bytes,
                     r->fn[f].param_bytes, r->fn[f].max_threads);
     }
-    fprintf(o, "  shared = static, with the 1 KB the system reserves; "
-            "dynamic shared memory is set at launch; threads = "
-            "__launch_bounds__\n");
+    fprintf(o, "  shared = fixed at compile time, with the 1 KB the system "
+            "reserves (the rest is set at launch);\n  threads = the most a "
+            "block of the kernel may have\n");
 }
 
 static const char *
@@ -168,6 +179,24 @@ field_num(FILE *o, const char *pre, const char *key, double v)
     json_num(o, v);
 }
 
+/* A stat's median, smallest and largest as "<key>", "<key>_min" and
+ * "<key>_max" fields ("cold_ms": "cold_min_ms", ... where the key ends in
+ * "_ms"). */
+static void
+field_stat(FILE *o, const char *key, const bench_stat *s)
+{
+    char k[48];
+    size_t len = strlen(key);
+    int ms = len > 3 && strcmp(key + len - 3, "_ms") == 0;
+    field_num(o, ", ", key, s->median);
+    snprintf(k, sizeof k, "%.*s_min%s", (int)(ms ? len - 3 : len), key,
+             ms ? "_ms" : "");
+    field_num(o, ", ", k, s->min);
+    snprintf(k, sizeof k, "%.*s_max%s", (int)(ms ? len - 3 : len), key,
+             ms ? "_ms" : "");
+    field_num(o, ", ", k, s->max);
+}
+
 /* The load table's rows. */
 static void
 json_load(bench_ctx *b, FILE *o)
@@ -179,13 +208,13 @@ json_load(bench_ctx *b, FILE *o)
         field_str(o, ", ", "target", r->arch);
         field_str(o, ", ", "shape", r->shape);
         field_str(o, ", ", "path", r->gpu ? "runtime" : "compile-only");
-        fprintf(o, ", \"reps_cold\": %d, \"reps_warm\": %d", r->reps_cold,
-                r->reps_warm);
-        field_num(o, ", ", "cold_ms", r->cold_ms);
+        fprintf(o, ", \"reps_cold\": %d, \"reps_bare\": %d, "
+                "\"reps_warm\": %d", r->cold.n, r->bare.n, r->warm.n);
+        field_stat(o, "cold_ms", &r->cold);
         field_num(o, ", ", "cold_nvrtc_ms", r->cold_nvrtc_ms);
-        field_num(o, ", ", "bare_nvrtc_ms", r->bare_ms);
-        field_num(o, ", ", "cold_over_bare", r->cold_ms / r->bare_ms);
-        field_num(o, ", ", "warm_ms", r->warm_ms);
+        field_stat(o, "bare_nvrtc_ms", &r->bare);
+        field_num(o, ", ", "cold_over_bare", r->cold.median / r->bare.median);
+        field_stat(o, "warm_ms", &r->warm);
         field_num(o, ", ", "warm_module_load_ms", r->warm_load_ms);
         field_num(o, ", ", "hot_find_us", r->hot_find_us);
         field_num(o, ", ", "hot_prepare_us", r->hot_prepare_us);
@@ -213,13 +242,14 @@ json_kernels(bench_ctx *b, FILE *o)
         field_num(o, ", ", "tb_per_s",
                   r->bytes > 0 ? r->bytes / s / 1e12 : NAN);
         field_num(o, ", ", "bw_fraction",
-                  r->bytes > 0 ? r->bytes / s / H200_BYTES_PER_S : NAN);
+                  of_peak(r->bytes / s, b->peak.bytes_per_s));
         field_num(o, ", ", "tflop_per_s",
                   r->flops > 0 ? r->flops / s / 1e12 : NAN);
         field_num(o, ", ", "flop_fraction",
-                  r->flops > 0 ? r->flops / s / H200_FLOPS_PER_S : NAN);
+                  of_peak(r->flops / s, b->peak.flops_per_s));
         field_num(o, ", ", "sm_mhz", r->mhz);
-        /* "baseline" is the first (today's path); "baselines" all. */
+        /* "baseline" is the first (the way a user does it without this
+         * library); "baselines" all. */
         field_str(o, ", ", "baseline", r->n_base ? r->base[0].name : NULL);
         field_num(o, ", ", "baseline_us", r->n_base ? r->base[0].us : NAN);
         fputs(", \"baselines\": [", o);
@@ -302,17 +332,138 @@ report_json(bench_ctx *b, FILE *o)
     field_str(o, ",\n  ", "arch", b->rt ? kdtree_runtime_arch(b->rt) : NULL);
     field_str(o, ",\n  ", "no_gpu_reason", b->rt ? NULL : b->no_gpu_reason);
     field_str(o, ",\n  ", "nvrtc", nvrtc_version_text());
-    fprintf(o, ",\n  \"limits\": {\"bytes_per_s\": %.4g, \"flops_per_s\": "
-            "%.4g},\n", H200_BYTES_PER_S, H200_FLOPS_PER_S);
+    /* What the fractions are of, and where those figures come from; null
+     * where none is known (no device, or one the table lacks). */
+    if (b->peak.source) {
+        fputs(",\n  \"limits\": {\"bytes_per_s\": ", o);
+        json_num(o, b->peak.bytes_per_s > 0 ? b->peak.bytes_per_s : NAN);
+        fputs(", \"flops_per_s\": ", o);
+        json_num(o, b->peak.flops_per_s > 0 ? b->peak.flops_per_s : NAN);
+        field_str(o, ", ", "source", b->peak.source);
+        fputs("},\n", o);
+    } else {
+        fputs(",\n  \"limits\": null,\n", o);
+    }
     json_load(b, o);
     json_kernels(b, o);
     json_lists(b, o, t, nt);
 }
 
+/* Half the spread of a stat's runs as a percentage of its median, "+-3%";
+ * "-" for fewer than two runs. */
+static const char *
+spread(char *buf, size_t size, const bench_stat *s)
+{
+    if (s->n < 2 || !(s->median > 0))
+        return cell(buf, size, "", NAN);
+    snprintf(buf, size, "+-%.0f%%", 50 * (s->max - s->min) / s->median);
+    return buf;
+}
+
+/* The load table, its legend, and the resources of each row's cubin. */
+static void
+table_load(bench_ctx *b, FILE *o)
+{
+    char c[11][32];
+    fprintf(o, "\nLoad path, each kernel's default shape (medians over the "
+            "runs; +- = half the spread\nof the runs, largest less smallest, "
+            "as a share of the median)\n");
+    fprintf(o, "%-13s %-8s %6s %9s %5s %9s %9s %5s %7s %8s %5s %7s %7s  %s\n",
+            "kernel", "target", "runs", "cold ms", "+-", "compile", "bare ms",
+            "+-", "c/bare", "warm ms", "+-", "hot us", "prep us", "shape");
+    for (int i = 0; i < b->n_load; i++) {
+        load_row *r = &b->load[i];
+        snprintf(c[0], sizeof c[0], "%d/%d", r->cold.n, r->warm.n);
+        fprintf(o, "%-13s %-8s %6s %9s %5s %9s %9s %5s %7s %8s %5s %7s %7s"
+                "  %s\n", r->kernel, r->arch, c[0],
+                cell(c[1], sizeof c[1], "%.1f", r->cold.median),
+                spread(c[2], sizeof c[2], &r->cold),
+                cell(c[3], sizeof c[3], "%.1f", r->cold_nvrtc_ms),
+                cell(c[4], sizeof c[4], "%.1f", r->bare.median),
+                spread(c[5], sizeof c[5], &r->bare),
+                cell(c[6], sizeof c[6], "%.3f",
+                     r->cold.median / r->bare.median),
+                cell(c[7], sizeof c[7], "%.3f", r->warm.median),
+                spread(c[8], sizeof c[8], &r->warm),
+                cell(c[9], sizeof c[9], "%.3f", r->hot_find_us),
+                cell(c[10], sizeof c[10], "%.3f", r->hot_prepare_us),
+                r->shape);
+        if (r->problem[0])
+            fprintf(o, "    ! %s\n", r->problem);
+    }
+    fprintf(o, "  cold = a kernel's first use with an empty cache: compile, "
+            "store%s; compile = the part\n  of it spent in NVRTC; bare = "
+            "the same compile alone, nothing stored (the bare compile\n  "
+            "runs beside each cold run); c/bare = cold over bare, medians "
+            "(inside both spreads: noise);\n  warm = the first use by a "
+            "fresh %s, the entry on disk; runs = cold/warm repetitions",
+            b->rt ? ", load" : "", b->rt ? "runtime" : "process");
+    if (b->rt)
+        fprintf(o, ";\n  hot = the lookup a launch makes once the kernel is "
+                "loaded; prep = kdtree_prepare()\n  of a shape already "
+                "loaded\n");
+    else
+        fputs("\n", o);
+    table_functions(b, o);
+}
+
+/* The kernels' GPU rows, each with its baselines. */
+static void
+table_kernels(bench_ctx *b, FILE *o)
+{
+    char c1[32], c2[32], c3[32], c4[32], c5[32];
+    fprintf(o, "\nKernels on the GPU (median us per launch, CUDA events "
+            "around back-to-back batches;\n  MHz = the SM clock the batches "
+            "started at; a baseline's @MHz, the clock its batches ended "
+            "at)\n");
+    if (b->peak.source)
+        fprintf(o, "  %%bw and %%peak are of %s TB/s and %s TFLOP/s dense "
+                "bf16 (%s)\n",
+                cell(c1, sizeof c1, "%.2f",
+                     b->peak.bytes_per_s > 0 ? b->peak.bytes_per_s / 1e12
+                                             : NAN),
+                cell(c2, sizeof c2, "%.0f",
+                     b->peak.flops_per_s > 0 ? b->peak.flops_per_s / 1e12
+                                             : NAN),
+                b->peak.source);
+    else
+        fprintf(o, "  no %%bw or %%peak: no limits known for this device; "
+                "--peak TB/S,TFLOP/S gives them\n");
+    fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s %5s  %s\n", "kernel",
+            "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak", "MHz",
+            "baselines, same run (their us / ours)");
+    for (int i = 0; i < b->n_rows; i++) {
+        kernel_row *r = &b->rows[i];
+        double s = r->us * 1e-6;
+        char base[MAX_ROW_BASELINES * 80] = "";
+        for (int j = 0, len = 0; j < r->n_base; j++) {
+            const row_baseline *x = &r->base[j];
+            char at[24] = "";
+            if (isfinite(x->mhz))
+                snprintf(at, sizeof at, " @%.0f", x->mhz);
+            if (isfinite(x->us) && len < (int)sizeof base)
+                len += snprintf(base + len, sizeof base - len,
+                                "%s%s %.2f us%s (%.2fx)", len ? "  " : "",
+                                x->name, x->us, at, x->us / r->us);
+        }
+        fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s %5s  %s\n", r->kernel,
+                r->config, r->us,
+                cell(c1, sizeof c1, "%.2f",
+                     r->bytes > 0 ? r->bytes / s / 1e12 : NAN),
+                cell(c2, sizeof c2, "%.1f%%",
+                     100 * of_peak(r->bytes / s, b->peak.bytes_per_s)),
+                cell(c3, sizeof c3, "%.1f",
+                     r->flops > 0 ? r->flops / s / 1e12 : NAN),
+                cell(c4, sizeof c4, "%.1f%%",
+                     100 * of_peak(r->flops / s, b->peak.flops_per_s)),
+                cell(c5, sizeof c5, "%.0f", r->mhz), base);
+    }
+}
+
 static void
 report_table(bench_ctx *b, FILE *o)
 {
-    char c1[32], c2[32], c3[32], c4[32], c5[32], c6[32], c7[32];
+    char c7[32];
     target t[MAX_LOAD_ROWS * 3 + MAX_OVERHEAD];
     int nt = collect_targets(b, t, (int)(sizeof t / sizeof t[0]));
 
@@ -325,74 +476,11 @@ report_table(bench_ctx *b, FILE *o)
         fprintf(o, "device: none (%s): compile-only%s\n", b->no_gpu_reason,
                 b->quick ? "   [--quick]" : "");
 
-    if (b->n_load) {
-        fprintf(o, "\nLoad path, default shapes (medians; cold = empty cache "
-                "dir: NVRTC + publish%s; warm = fresh %s, entry on disk)\n",
-                b->rt ? " + load" : "", b->rt ? "runtime" : "process memory");
-        fprintf(o, "%-13s %-8s %10s %10s %10s %7s %9s %8s %8s  %s\n",
-                "kernel", "target", "cold ms", "in NVRTC", "bare ms",
-                "c/bare", "warm ms", "hot us", "prep us", "shape");
-        for (int i = 0; i < b->n_load; i++) {
-            load_row *r = &b->load[i];
-            fprintf(o, "%-13s %-8s %10s %10s %10s %7s %9s %8s %8s  %s\n",
-                    r->kernel, r->arch,
-                    cell(c1, sizeof c1, "%.1f", r->cold_ms),
-                    cell(c7, sizeof c7, "%.1f", r->cold_nvrtc_ms),
-                    cell(c2, sizeof c2, "%.1f", r->bare_ms),
-                    cell(c3, sizeof c3, "%.3f", r->cold_ms / r->bare_ms),
-                    cell(c4, sizeof c4, "%.3f", r->warm_ms),
-                    cell(c5, sizeof c5, "%.3f", r->hot_find_us),
-                    cell(c6, sizeof c6, "%.3f", r->hot_prepare_us),
-                    r->shape);
-            if (r->problem[0])
-                fprintf(o, "    ! %s\n", r->problem);
-        }
-        fprintf(o, "  in NVRTC = the cold run's own time inside NVRTC "
-                "(kdtree_cache_stats_get); bare = kdt_kernel_compile, the "
-                "same compile alone;\n  hot = kdt_runtime_find (the "
-                "launch path's lookup); prep = kdtree_prepare of a loaded "
-                "shape\n");
-        table_functions(b, o);
-    }
+    if (b->n_load)
+        table_load(b, o);
 
-    if (b->n_rows) {
-        fprintf(o, "\nKernels on the GPU (median us per launch, CUDA events "
-                "around back-to-back batches; H200 limits: %.1f TB/s, %.0f "
-                "TFLOP/s bf16;\n  MHz = the SM clock the batches started "
-                "at; a baseline's @MHz, the clock its batches ended at)\n", H200_BYTES_PER_S / 1e12, H200_FLOPS_PER_S / 1e12);
-        fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s %5s  %s\n", "kernel",
-                "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak", "MHz",
-                "baselines, same run (their us / ours)");
-        for (int i = 0; i < b->n_rows; i++) {
-            kernel_row *r = &b->rows[i];
-            double s = r->us * 1e-6;
-            char base[MAX_ROW_BASELINES * 80] = "";
-            for (int j = 0, len = 0; j < r->n_base; j++) {
-                const row_baseline *x = &r->base[j];
-                char at[24] = "";
-                if (isfinite(x->mhz))
-                    snprintf(at, sizeof at, " @%.0f", x->mhz);
-                if (isfinite(x->us) && len < (int)sizeof base)
-                    len += snprintf(base + len, sizeof base - len,
-                                    "%s%s %.2f us%s (%.2fx)", len ? "  " : "",
-                                    x->name, x->us, at, x->us / r->us);
-            }
-            fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s %5s  %s\n",
-                    r->kernel,
-                    r->config, r->us,
-                    cell(c1, sizeof c1, "%.2f",
-                         r->bytes > 0 ? r->bytes / s / 1e12 : NAN),
-                    cell(c2, sizeof c2, "%.1f%%",
-                         r->bytes > 0 ? 100 * r->bytes / s / H200_BYTES_PER_S
-                                      : NAN),
-                    cell(c3, sizeof c3, "%.1f",
-                         r->flops > 0 ? r->flops / s / 1e12 : NAN),
-                    cell(c4, sizeof c4, "%.1f%%",
-                         r->flops > 0 ? 100 * r->flops / s / H200_FLOPS_PER_S
-                                      : NAN),
-                    cell(c5, sizeof c5, "%.0f", r->mhz), base);
-        }
-    }
+    if (b->n_rows)
+        table_kernels(b, o);
     if (b->n_cases) {
         fprintf(o, "\nGPU cases:");
         for (int i = 0; i < b->n_cases; i++)
@@ -436,7 +524,7 @@ report_table(bench_ctx *b, FILE *o)
         }
     }
     if (nt) {
-        fprintf(o, "\nTargets (issue 2)\n");
+        fprintf(o, "\nTargets (docs/performance.md)\n");
         for (int i = 0; i < nt; i++)
             fprintf(o, "  %-30s %-13s %10s %-2s (limit %g) %s\n", t[i].what,
                     t[i].subject, cell(c7, sizeof c7, "%.3f", t[i].value),

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "bench.h"
+#include "bench_peaks.h"
 
 /* A context; quick = 1 for --quick.  Never NULL (aborts on no memory). */
 bench_ctx *bench_create(int quick);
@@ -19,6 +20,9 @@ void bench_destroy(bench_ctx *b);
  * many cases made a row. */
 void bench_set_only(bench_ctx *b, const char *text);
 int bench_cases_measured(const bench_ctx *b);
+/* --peak: the limits the report's percentages are of, instead of the
+ * device's entry in the table of bench_peaks.c. */
+void bench_set_peak(bench_ctx *b, const bench_peak *peak);
 
 /* Opens device `device` for GPU measurements: the bench's own runtime, its
  * stream and events.  Returns 0, or a kdtree status when there is no

@@ -51,6 +51,17 @@ bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+bench_stat
+bench_stat_of(double *v, int n)
+{
+    bench_stat s = {bench_median(v, n), NAN, NAN, n > 0 ? n : 0};
+    if (n > 0) {
+        s.min = v[0];
+        s.max = v[n - 1];
+    }
+    return s;
+}
+
 /* The loop both timers share: the batch size doubles until one batch of n
  * calls lasts want_us (or n reaches max_n), then the median over reps
  * batches of that size of the microseconds per call.  batch(ctx, n)

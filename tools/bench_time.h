@@ -22,6 +22,15 @@ double bench_now_us(void);
  * v[n - 1] are the smallest and the largest. */
 double bench_median(double *v, int n);
 
+/* A measurement repeated n times: its median, smallest and largest (all
+ * NAN for n = 0), so that a report can say how far the runs spread. */
+typedef struct bench_stat {
+    double median, min, max;
+    int n;
+} bench_stat;
+/* The stat of v[0..n) (sorts v). */
+bench_stat bench_stat_of(double *v, int n);
+
 /* Median wall-clock microseconds per call of fn(arg), over `reps`
  * batches of calls each lasting about want_us (the first call untimed). */
 double bench_time_host(void (*fn)(void *arg), void *arg, double want_us,

@@ -26,7 +26,7 @@ usage(FILE *o)
     fputs("usage: kdtree-bench [--json] [--json-out FILE] [--quick]\n"
           "                    [--arch sm_90a,sm_120] [--compile-only]\n"
           "                    [--device N] [--baseline] [--kernel NAME]\n"
-          "                    [--only TEXT]\n"
+          "                    [--only TEXT] [--peak TB/S,TFLOP/S]\n"
           "\n"
           "  --json          print one JSON object instead of the table\n"
           "  --json-out F    also write the JSON object to F\n"
@@ -47,6 +47,11 @@ usage(FILE *o)
           "                  'H=128 R=8 past_len=4096 ' (the baselines\n"
           "                  run on those cases alone, and not at all for\n"
           "                  a kernel it leaves without a case)\n"
+          "  --peak B,F      the memory bandwidth (TB/s) and dense bf16\n"
+          "                  throughput (TFLOP/s) the %bw and %peak columns\n"
+          "                  are of, e.g. 3.35,989 (0: not known); default:\n"
+          "                  the device's datasheet figures where the bench\n"
+          "                  knows the device, else no percentages\n"
           "\n"
           "Environment: KDTREE_BENCH_TOOLS (where the baseline scripts are);\n"
           "the bench sets KDTREE_CACHE_DIR to temporary directories for its\n"
@@ -134,6 +139,8 @@ main(int argc, char **argv)
 {
     int json = 0, quick = 0, compile_only = 0, baseline = 0, device = 0;
     const char *archs = NULL, *json_out = NULL, *only = NULL;
+    bench_peak peak = {0};
+    char why[160];
     int failures = 0;
     static const struct {
         const char *name;
@@ -149,7 +156,7 @@ main(int argc, char **argv)
         const char *a = argv[i];
         int takes_value = !strcmp(a, "--arch") || !strcmp(a, "--json-out") ||
                           !strcmp(a, "--device") || !strcmp(a, "--kernel") ||
-                          !strcmp(a, "--only");
+                          !strcmp(a, "--only") || !strcmp(a, "--peak");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "kdtree-bench: %s needs a value\n", a);
             usage(stderr);
@@ -181,6 +188,11 @@ main(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
+        } else if (!strcmp(a, "--peak")) {
+            if (bench_peak_parse(argv[++i], &peak, why, sizeof why)) {
+                fprintf(stderr, "kdtree-bench: %s\n", why);
+                return 2;
+            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -193,6 +205,8 @@ main(int argc, char **argv)
 
     bench_ctx *b = bench_create(quick);
     bench_set_only(b, only);
+    if (peak.source)
+        bench_set_peak(b, &peak);
     if (compile_only)
         bench_note(b, "--compile-only: the GPU was not used");
     else if (bench_open_gpu(b, device) != 0)
