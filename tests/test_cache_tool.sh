@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_cache_tool.sh: tools/kdtree-cache end to end on a private cache:
-# usage errors, populate (compile-only through kdtree_compile), list,
+# usage errors, populate (compile-only through kdtree_compile), list
+# (with each entry's NVRTC),
 # resources, explain (a hit, and misses that name the differing field), verify and gc
 # on a corrupted entry, eviction by gc --max-bytes, clear, --all with a
 # read-only layer, populate into a full disk (exit 3, with the reason),
@@ -38,6 +39,10 @@ expect 2 "$tool" populate --arch sm_1 tree_accept
 expect 0 "$tool" list
 has "tree_accept .*sm_90 .*cubin"
 has "tree_accept .*sm_90 .*alias"
+# Each entry says the NVRTC that made it (version and build), so entries
+# of two NVRTCs for one kernel do not read as duplicates.
+has "NVRTC"
+has "tree_accept .*sm_90 .*cubin [0-9][0-9]*\.[0-9][0-9]* [0-9a-f]\{7\} "
 expect 0 "$tool" verify
 has "0 bad"
 # resources: the kernel function of the cubin entry, aliases left out.

@@ -4,8 +4,9 @@
 # directories at entry paths (verify reports them, gc and clear remove
 # them, nothing blocks); populate refusing a cache it cannot write (exit 3)
 # or arguments it cannot use (exit 2) before compiling anything; gc and
-# clear saying why they could not remove; the temp sweep of a writer in
-# another PID namespace.  The parts that need root (mounts, namespaces)
+# clear saying why they could not remove; a --dir that does not exist
+# (exit 3, named, for every command but populate, which makes it); the
+# temp sweep of a writer in another PID namespace.  The parts that need root (mounts, namespaces)
 # are skipped, with a note, where the sandbox does not allow them.
 set -u
 name=test_cache_tool_errors
@@ -36,6 +37,15 @@ has "no architecture"
 expect 2 "$tool" populate --arch ' , '
 expect 2 "$tool" populate --arch sm_1 tree_accept
 has "sm_1"
+
+# --- a --dir that does not exist is an error, not an empty cache --------
+for cmd in list resources verify gc clear "explain tree_accept"; do
+    # shellcheck disable=SC2086
+    expect 3 "$tool" --dir "$tmp/nonexistent" $cmd
+    has "$tmp/nonexistent: No such file or directory"
+    hasnt "entries"
+done
+[ -e "$tmp/nonexistent" ] && fail "a command made the --dir it was given"
 
 # --- FIFOs and directories at entry paths --------------------------------
 hex=0123456789abcdef0123456789abcdef

@@ -9,7 +9,8 @@
 
 static const char usage_text[] =
     "usage: kdtree-cache [--dir DIR] COMMAND [ARGS]\n"
-    "  list [--all]              entries: kernel, shape, target, size, last used\n"
+    "  list [--all]              entries: kernel, shape, target, kind, NVRTC,\n"
+    "                            size, last used\n"
     "  resources [--all]         per kernel function of each cubin: registers,\n"
     "                            stack (spills), static shared memory, bounds\n"
     "  verify [--all] [--delete] check every entry (exit 1 if any is bad)\n"

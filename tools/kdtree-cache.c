@@ -10,16 +10,17 @@
  *   kdtree-cache [--dir DIR] clear
  *
  * It works on the user's cache directory as the library would find it
- * (--dir overrides it, as KDTREE_CACHE_DIR does); --all adds the read-only
- * layers.  It reads a cache by the library's own rules (src/cache/file.h):
+ * (--dir overrides it, as KDTREE_CACHE_DIR does, and must exist unless
+ * populate is to make it); --all adds the read-only layers.  It reads a cache by the library's own rules (src/cache/file.h):
  * what the library would refuse, it reports as bad.  Exit codes, for
  * scripts:
  *   0  done, nothing wrong (explain: the lookup would hit)
  *   1  the answer is "no": verify found bad entries, explain would miss,
  *      populate could not compile something
  *   2  usage error (unknown command, option, kernel, shape or target)
- *   3  the cache cannot be used (no directory, refused by the trust rules,
- *      not writable, full, I/O error), with the reason on stderr
+ *   3  the cache cannot be used (no directory, a --dir that does not
+ *      exist, refused by the trust rules, not writable, full, I/O
+ *      error), with the reason on stderr
  */
 #include "config.h"
 
@@ -60,6 +61,24 @@ format_time(const struct timespec *t, char *out, size_t size)
 
 /* ---- list and verify ---------------------------------------------------- */
 
+/* The NVRTC an entry was compiled by, short enough for a column: "13.0
+ * 65be0db" for "13.0 build 65be0db342ad...".  Two entries of one kernel,
+ * shape and target that differ only here were made by two NVRTCs (a
+ * system toolkit and NVIDIA's pip wheel, say): the key tells them apart,
+ * and so must the listing. */
+static void
+nvrtc_text(const entry *e, char *out, size_t size)
+{
+    char v[256], *build;
+
+    kdt_tool_field_text(e, "nvrtc", v, sizeof v);
+    build = strstr(v, " build ");
+    if (build)
+        *build = '\0';
+    snprintf(out, size, "%.*s%s%.7s", (int)(size / 2), v, build ? " " : "",
+             build ? build + 7 : "");
+}
+
 /* The user's cache directory, or NULL (said why on stderr). */
 static char *
 need_user_dir(void)
@@ -96,10 +115,11 @@ cmd_list(int all)
 
     if (collect_for(all, &c) != EXIT_OK)
         return EXIT_CACHE;
-    printf("%-12s %-14s %-28s %-11s %-5s %9s  %-19s %s\n", "KEY", "KERNEL",
-           "SHAPE", "TARGET", "KIND", "BYTES", "LAST USED", "WHERE");
+    printf("%-12s %-14s %-28s %-11s %-5s %-12s %9s  %-19s %s\n", "KEY",
+           "KERNEL", "SHAPE", "TARGET", "KIND", "NVRTC", "BYTES", "LAST USED",
+           "WHERE");
     for (size_t i = 0; i < c.n; i++) {
-        char kernel[256], shape[128], target[32], when[32];
+        char kernel[256], shape[128], target[32], nvrtc[32], when[32];
         entry *e = &c.v[i];
 
         format_time(&e->file.mtime, when, sizeof when);
@@ -107,13 +127,15 @@ cmd_list(int all)
             kdt_tool_field_text(e, "kernel", kernel, sizeof kernel);
             kdt_tool_field_text(e, "constants", shape, sizeof shape);
             kdt_tool_field_text(e, "target", target, sizeof target);
+            nvrtc_text(e, nvrtc, sizeof nvrtc);
         } else {
             snprintf(kernel, sizeof kernel, "(bad: %.200s)", e->why);
             shape[0] = target[0] = '\0';
+            snprintf(nvrtc, sizeof nvrtc, "-");
         }
-        printf("%-12.12s %-14s %-28s %-11s %-5s %9llu  %-19s %s\n",
+        printf("%-12.12s %-14s %-28s %-11s %-5s %-12s %9llu  %-19s %s\n",
                e->file.name, kernel, shape, target,
-               e->ok ? kdt_tool_kind_name(e->view.kind) : "-",
+               e->ok ? kdt_tool_kind_name(e->view.kind) : "-", nvrtc,
                (unsigned long long)e->file.size, when, e->layer);
         total += e->file.size;
     }
@@ -485,7 +507,7 @@ cmd_clear(void)
 /* ---- arguments ---------------------------------------------------------- */
 
 typedef struct args {
-    const char *cmd, *arch, *nvrtc, *max_bytes;
+    const char *cmd, *arch, *nvrtc, *max_bytes, *dir;
     char *pos[64];
     int all, del, n_pos;
 } args;
@@ -533,7 +555,8 @@ parse_args(int argc, char **argv, args *a)
     if (i < argc && strcmp(argv[i], "--dir") == 0) {
         if (i + 1 >= argc)
             return kdt_tool_usage_error("%s", "--dir needs a directory");
-        setenv("KDTREE_CACHE_DIR", argv[i + 1], 1);
+        a->dir = argv[i + 1];
+        setenv("KDTREE_CACHE_DIR", a->dir, 1);
         i += 2;
     }
     if (i >= argc)
@@ -579,6 +602,17 @@ main(int argc, char **argv)
     if (strcmp(a.cmd, "--help") == 0 || strcmp(a.cmd, "-h") == 0) {
         kdt_tool_usage(stdout);
         return EXIT_OK;
+    }
+    /* A --dir names a cache the user means: absent, it is an error, not
+     * an empty cache (the user's default directory may well not exist
+     * yet).  populate makes it. */
+    if (a.dir && strcmp(a.cmd, "populate") != 0) {
+        struct stat st;
+        if (stat(a.dir, &st) != 0) {
+            fprintf(stderr, "kdtree-cache: --dir %s: %s\n", a.dir,
+                    strerror(errno));
+            return EXIT_CACHE;
+        }
     }
     if (strcmp(a.cmd, "explain") == 0) {
         if (a.n_pos != 1 && a.n_pos != 2)
