@@ -151,6 +151,20 @@ START_TEST(shape_errors)
                      KDTREE_ERROR_SHAPE_STRING);
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=6x5,L=15", v),
                      KDTREE_ERROR_SHAPE_STRING);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "no valid value"));
+    /* Another separator than a comma is named as such, not as a bad
+     * value. */
+    ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=65;L=15", v),
+                     KDTREE_ERROR_SHAPE_STRING);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "';' after N_MAX"));
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(),
+                                 "separated by commas"));
+    ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=65 | L=15", v),
+                     KDTREE_ERROR_SHAPE_STRING);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "'|' after N_MAX"));
+    ck_assert_int_eq(kdt_shape_parse(id, "N_MAX=65 L=15", v),
+                     KDTREE_ERROR_SHAPE_STRING);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "' ' after N_MAX"));
     ck_assert_int_eq(kdt_shape_parse(id, "N_MAX,L=15", v),
                      KDTREE_ERROR_SHAPE_STRING);
     ck_assert_int_eq(kdt_shape_parse(id, NULL, v),

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -80,6 +81,26 @@ kdt_kernel_check(int id, const int64_t *vals)
     return d->check ? d->check(vals) : KDTREE_OK;
 }
 
+/* The separator a value ends in when the next pair follows with something
+ * other than a comma ("65;L=15": ';'), or 0: a value is a number or a
+ * name, so a character outside those that has a '=' after it is where
+ * the writer meant a comma (a blank only when nothing else is there:
+ * "65 | L=15" is '|'). */
+static char
+stray_separator(const char *v, size_t len)
+{
+    const char *eq = memchr(v, '=', len);
+    char blank = 0;
+    for (const char *p = v; eq && p < eq; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ' || c == '\t')
+            blank = blank ? blank : (char)c;
+        else if (!isalnum(c) && c != '_' && c != '-' && c != '+')
+            return (char)c;
+    }
+    return blank;
+}
+
 int
 kdt_shape_parse(int id, const char *shape, int64_t *vals)
 {
@@ -153,6 +174,12 @@ kdt_shape_parse(int id, const char *shape, int64_t *vals)
         p = end;
         continue;
     bad_value:
+        if (stray_separator(v, vlen))
+            return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
+                            "%s: shape \"%s\": '%c' after %s's value: "
+                            "pairs are separated by commas (%s)",
+                            d->name, shape, stray_separator(v, vlen),
+                            c->name, ranges);
         return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                         "%s: shape \"%s\": %s has no valid value (%s)",
                         d->name, shape, c->name, ranges);
