@@ -1,24 +1,31 @@
 #!/bin/bash
-# tools/host/gpu-host.sh: one visit to a GPU host that lacks libtool and Check
-# (docs/gpu-host.md).  Expects, in the current directory, .gpu/ and
-# .xfer/kdtree-jit-*.tar.gz, both made by tools/host/gpu-prepare.sh.  Builds the
-# tarball once (kept in /tmp/kdt between calls on a warm host), then runs
-# the stages named in $STAGES (unset: all, in this order; set but empty:
-# none, the build alone):
+# tools/host/gpu-host.sh: builds and tests on a GPU host that lacks
+# libtool, Check and pytest (docs/gpu-host.md).  Expects, in the current
+# directory, .gpu/ and .xfer/kdtree-jit-*.tar.gz, both made by
+# tools/host/gpu-prepare.sh.  Builds the tarball once (kept in /tmp/kdt
+# between calls on a warm host), then runs the stages named in $STAGES
+# (unset: all, in this order; set but empty: none, the build alone):
 #   check     make check, GPU suites included, each test under a time limit
 #   portable  the GPU suites again with KDTREE_TARGET=$PORTABLE_TARGET
 #             (default sm_90: on Hopper, verify_attn's mma.sync body, the
 #             one sm_120 and every non-Hopper part runs)
+#   python    python -m pytest on python/tests against the built library
 #   bench     kdtree-bench with its PyTorch baselines
 #   round     python/examples/ddtree_round.py
 #   sanitize  compute-sanitizer memcheck and racecheck on the GPU suites
 # Logs and JSON go to $OUT (default /tmp/kdt-out).  Extra arguments go to
 # kdtree-bench.
+#
+# A GPU host is where the GPU suites must run: every stage runs them with
+# KDTREE_TEST_REQUIRE_GPU=1 (a suite that finds no device fails instead of
+# skipping), a suite's exit 77 counts as a failure, a bench that fell back
+# to compile-only fails, and so does a compute-sanitizer run that does not
+# exit 0.  The script exits 1 when any stage failed.
 set -u
 out=${OUT:-/tmp/kdt-out}
 mkdir -p "$out"
 top=$(pwd)
-stages=${STAGES-check portable bench round sanitize}
+stages=${STAGES-check portable python bench round sanitize}
 # shellcheck disable=SC1091
 . .gpu/env.sh >/dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
@@ -31,6 +38,7 @@ if [ ! -f /tmp/kdt/built ] || [ "$top/.xfer/kdtree-jit-"*.tar.gz -nt /tmp/kdt/bu
 fi
 cd /tmp/kdt/kdtree-jit-*/ || exit 1
 export KDTREE_CACHE_DIR=/tmp/kdt-cache
+export KDTREE_TEST_REQUIRE_GPU=1
 status=0
 for stage in $stages; do
     t0=$(date +%s)
@@ -48,14 +56,28 @@ for stage in $stages; do
             KDTREE_TARGET=${PORTABLE_TARGET:-sm_90} \
                 timeout "${TEST_TIMEOUT:-240}" "./$t" >"$log" 2>&1
             rc=$?
-            [ $rc = 0 ] || [ $rc = 77 ] || status=1
+            # 77 (skipped) is a failure here: the suite did not run.
+            [ $rc = 0 ] || status=1
             echo "${PORTABLE_TARGET:-sm_90} $t: exit $rc $(grep -E 'Checks' "$log" | tail -1)"
         done
+        ;;
+    python)
+        KDTREE_LIBRARY=$(pwd)/.libs/libkdtree.so \
+            KDTREE_HEADER=$(pwd)/include/kdtree.h \
+            PYTHONPATH=$(pwd)/python:${PYTHONPATH:-} PYTHONDONTWRITEBYTECODE=1 \
+            timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
+            python/tests >"$out/pytest.log" 2>&1 || status=1
+        tail -15 "$out/pytest.log"
         ;;
     bench)
         KDTREE_BENCH_TOOLS=$(pwd)/tools timeout "${BENCH_TIMEOUT:-300}" \
             ./tools/kdtree-bench --json-out "$out/bench.json" --baseline "$@" \
             >"$out/bench.txt" 2>"$out/bench.err" || status=1
+        # A bench that found no GPU measured compile-only: not this stage.
+        if ! grep -q '"mode": "gpu"' "$out/bench.json" 2>/dev/null; then
+            echo "bench: no GPU rows (see bench.err)"
+            status=1
+        fi
         cat "$out/bench.txt"
         ;;
     round)
@@ -71,7 +93,11 @@ for stage in $stages; do
             for tool in ${SAN_TOOLS:-memcheck racecheck}; do
                 timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool $tool \
                     --error-exitcode 9 ./tests/$t >"$out/san-$tool-$t.log" 2>&1
-                echo "compute-sanitizer $tool $t: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$out/san-$tool-$t.log" | tr '\n' ' '))"
+                rc=$?
+                # 9: errors found; 77: the suite did not run; else it
+                # failed or timed out.  Only 0 passes.
+                [ $rc = 0 ] || status=1
+                echo "compute-sanitizer $tool $t: exit $rc ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$out/san-$tool-$t.log" | tr '\n' ' '))"
             done
         done
         ;;

@@ -5,8 +5,9 @@
 #   DIR/debs, DIR/root  Check and libsubunit, as Debian packages fetched
 #                       with apt-get download and unpacked with dpkg -x
 #                       (configure needs both)
-#   DIR/wheels          cffi and pycparser wheels for CPython 3.12 (the
-#                       host's), when a package index is reachable
+#   DIR/wheels          cffi and pytest wheels with what they need, for
+#                       CPython 3.12 (the host's), when a package index is
+#                       reachable
 #   DIR/env.sh          sourced (bash) on the host: points pkg-config, the
 #                       linker and Python at the above
 # and a release tarball with gpu-host.sh in .xfer/.  DIR defaults to .gpu;
@@ -28,15 +29,16 @@ for deb in "$dir"/debs/*.deb; do
     dpkg -x "$deb" "$dir/root"
 done
 
-# Wheels for the host's Python: binary only, no dependencies resolved
-# here (the host has the rest, and no index to resolve them from).
-if ! ls "$dir"/wheels/cffi-*.whl >/dev/null 2>&1; then
-    python3 -m pip download -q --no-deps --only-binary=:all: \
+# Wheels for the host's Python, their dependencies resolved here for it
+# (the host has no index): cffi for the binding, pytest to run its tests.
+if ! ls "$dir"/wheels/cffi-*.whl "$dir"/wheels/pytest-*.whl \
+    >/dev/null 2>&1; then
+    python3 -m pip download -q --only-binary=:all: \
         --python-version 3.12 --implementation cp \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$dir/wheels" cffi pycparser ||
-        echo "gpu-prepare: no cffi wheels (no package index?); the Python" \
-             "tests will skip on the host" >&2
+        -d "$dir/wheels" cffi pytest ||
+        echo "gpu-prepare: no cffi or pytest wheels (no package index?);" \
+             "the Python tests will not run on the host" >&2
 fi
 
 # env.sh finds everything relative to itself, so DIR may land anywhere.
