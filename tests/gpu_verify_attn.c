@@ -1,7 +1,7 @@
 /*
  * gpu_verify_attn.c: kdtree_verify_attn() on the GPU against the CPU
  * reference (ref/verify_attn.c, double accumulation): every head
- * count and tree size class of issue 4, prefixes that end mid-page and on
+ * count and tree size class of the bench, prefixes that end mid-page and on
  * page edges, shuffled pages, mixed batches, random trees and trees built
  * by the reference build_ddtree, the split and unsplit paths (and more
  * splits than KV tiles), padded rows, lse = NULL, a non-default stream,

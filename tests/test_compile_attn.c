@@ -136,8 +136,8 @@ END_TEST
 /* When the splits run as one cluster a row tile (the wgmma body's
  * in-cluster merge): the cases the rule was read off, and the limits, on
  * the H200 (132 SMs), with the clusters of each size its driver says run
- * at once (cuOccupancyMaxActiveClusters; docs/performance.md, ninth
- * session). */
+ * at once (cuOccupancyMaxActiveClusters; docs/performance.md, "Ideas
+ * tried": cluster sizes, 94014bd). */
 static int
 cluster_of(const kdt_va_split_costs *c, int R, int H, int n_max, int pages,
            int max_cluster)

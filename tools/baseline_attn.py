@@ -8,7 +8,7 @@ its own ancestors in the tree.  kdtree-bench runs this script with the
 config strings of the cases it measured (--configs) and prints each
 baseline beside its own figure:
 
-  torch               what a PyTorch user writes today, the faster of
+  torch               what a PyTorch user writes, the faster of
                       matmul (bf16 S = Q K^T with the rows and heads of a
                       request folded into M, f32 scale + tree mask +
                       softmax + logsumexp, bf16 O = P V) and SDPA with a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""baseline_topk.py: what a user does today for draft_topk, timed on the GPU.
+"""baseline_topk.py: what a torch user writes for draft_topk, timed on the GPU.
 
 torch.log_softmax(logits.float(), -1) followed by torch.topk(k), for the
 sizes of kdtree-bench's draft_topk cases (V = 163840, L = 15 rows per

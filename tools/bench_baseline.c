@@ -1,8 +1,9 @@
 /*
- * bench_baseline.c: kdtree-bench's baselines (see bench_suite.h): today's
- * ways of doing each kernel's work (torch; FlashInfer where it imports),
- * timed by a Python script in the same session, so that the report can
- * put them beside ours, and what came of each script's run.
+ * bench_baseline.c: kdtree-bench's baselines (see bench_suite.h): the
+ * ways of doing each kernel's work without this library (torch;
+ * FlashInfer where it imports), timed by a Python script in the same run,
+ * so that the report can put them beside ours, and what came of each
+ * script's run.
  */
 #include <math.h>
 #include <stdarg.h>

@@ -2,9 +2,9 @@
  * bench_draft_topk.c: kdtree-bench's draft_topk cases: V = 163840, L = 15
  * rows per request, K in {16, 64, 256, 1024}, R in {1, 8, 64} requests,
  * bf16 logits (and f32 at K = 64), drafter-like logits (roughly normal,
- * so the threshold behaves as on real rows).  The baseline a user has
- * today, torch log_softmax(float) + topk, is tools/baseline_topk.py with
- * the same config strings, run by the bench in the same session.
+ * so the threshold behaves as on real rows).  The baseline, what a torch
+ * user writes, log_softmax(float) + topk, is tools/baseline_topk.py with
+ * the same config strings, run by the bench in the same run.
  */
 #include <math.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
 /*
- * bench_verify_attn.c: kdtree-bench's verify_attn cases (issue 4): absorbed
- * MLA tree attention, pages of 64 tokens in shuffled order.  Today's
+ * bench_verify_attn.c: kdtree-bench's verify_attn cases: absorbed MLA
+ * tree attention, pages of 64 tokens in shuffled order.  The usual
  * shapes: a 65-row tree (64 draft nodes + root) for H = 8, 16, 64, 128
  * query heads, prefixes of 4096, 32768 and 131072 tokens, one and eight
- * requests.  The budgets DDTree peaks at (256-512 nodes, issue 17): 257-
+ * requests.  The budgets DDTree peaks at (256-512 nodes): 257-
  * and 513-row trees for H = 8 and 16, prefixes of 4096 and 32768, one and
  * eight requests.
  *

@@ -10,7 +10,7 @@
 
 1. kdtree_jit, eager: four library calls and a few torch ops, no host sync.
 2. kdtree_jit, captured once in a torch.cuda.CUDAGraph and replayed.
-3. Today's path: torch top-k, copy to the host, the Python heap
+3. The torch path: torch top-k, copy to the host, the Python heap
    (kdtree_jit.reference), the mask built on the host and copied back,
    torch attention with that mask over the gathered KV, target argmax,
    copy to the host and the Python walk.
@@ -115,9 +115,10 @@ class KdtreeRound(object):
         return self.acc
 
 
-def todays_round(p):
-    """The path users have today: top-k on the GPU, the tree on the host
-    in Python, the mask copied back, torch attention, the walk on the host.
+def torch_round(p):
+    """The path a torch user has without this library: top-k on the GPU,
+    the tree on the host in Python, the mask copied back, torch attention,
+    the walk on the host.
     Returns [(accept_len, accepted tokens, bonus)] per request."""
     dev = torch.device("cuda")
     lp, ids = torch.log_softmax(p.logits.float(), -1).topk(p.K, dim=-1)
@@ -239,23 +240,23 @@ def main():
         zip(eager_tree, [x for x in rnd.tree if x is not None]))
     print("graph replay equals eager: %s" % ("yes" if same else "NO"))
 
-    # Today's path, and whether it accepts what ours accepts.
-    today = todays_round(p)
+    # The torch path, and whether it accepts what ours accepts.
+    torch_acc = torch_round(p)
     ours = [(int(eager[0][r]), eager[2][r, :int(eager[0][r])].tolist(),
              int(eager[3][r])) for r in range(p.R)]
-    print("accepted per request (ours): %s; today's path: %s%s" % (
-        [x[0] for x in ours], [x[0] for x in today],
-        "" if ours == today else "  (differ: f32 top-k ties or attention "
+    print("accepted per request (ours): %s; the torch path: %s%s" % (
+        [x[0] for x in ours], [x[0] for x in torch_acc],
+        "" if ours == torch_acc else "  (differ: f32 top-k ties or attention "
                                  "rounding can pick another target token)"))
 
     t_graph = time_rounds(graph.replay, a.rounds)
     t_eager = time_rounds(rnd, a.rounds)
-    t_today = time_rounds(lambda: todays_round(p), max(5, a.rounds // 5))
+    t_torch = time_rounds(lambda: torch_round(p), max(5, a.rounds // 5))
     print("\nper-round time (median, wall, start to results ready):")
     print("  kdtree_jit, CUDA graph replay : %10.1f us" % t_graph)
     print("  kdtree_jit, eager             : %10.1f us" % t_eager)
-    print("  today's path (torch + Python) : %10.1f us  (%.1fx the graph)"
-          % (t_today, t_today / t_graph))
+    print("  the torch path (+ Python)     : %10.1f us  (%.1fx the graph)"
+          % (t_torch, t_torch / t_graph))
     ov = host_overhead()
     print("\nhost us per kernel call (python/examples/overhead.py):")
     for k, v in ov.items():
@@ -267,10 +268,10 @@ def main():
                        "B": p.N - 1, "V": p.V, "past": p.past, "H": H,
                        "page": p.page, "graph_equals_eager": same,
                        "round_us": {"graph": t_graph, "eager": t_eager,
-                                    "today": t_today},
+                                    "torch": t_torch},
                        "host_us_per_call": ov,
                        "accept_len": [x[0] for x in ours],
-                       "accept_len_today": [x[0] for x in today]}, f,
+                       "accept_len_torch": [x[0] for x in torch_acc]}, f,
                       indent=1)
     return 0 if same else 1
 

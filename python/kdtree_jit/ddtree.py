@@ -9,8 +9,8 @@ that uses it can be captured in a CUDA graph).
     t.visibility                        # bool [R, n_max, n_max]
     t.n_nodes                           # int32 [R]: rows in use
 
-The pure-Python equivalent, for checking and for the path users have
-today, is kdtree_jit.reference.ddtree_from_logits().
+The pure-Python equivalent, for checking and for the path a torch user
+has without the library, is kdtree_jit.reference.ddtree_from_logits().
 """
 
 import collections

@@ -15,8 +15,8 @@
  * where waves(S) = ceil(row_tiles * R * S / slots).  The two constants
  * were fitted (tools/dev/attn_splits_fit.py: least squares on relative
  * error, 5% rms) to a sweep of every split count at 32 shapes on the
- * H200 (tools/dev/attn_splits_sweep.sh; docs/performance.md, seventh
- * session); what they say is that a partial row costs about 1/1160 of a
+ * H200 (tools/dev/attn_splits_sweep.sh; docs/performance.md, "Ideas
+ * tried": the split rule, 190fbc8); what they say is that a partial row costs about 1/1160 of a
  * tile (wgmma body) and the merge about four tiles.  The waves-only rule
  * before them split a 17-row-tile, 4k-token shape 15 ways (2 waves and
  * 16.3k partial rows) where 6 or 7 ways is 1.36x
@@ -110,7 +110,8 @@ kdt_va_pick_splits(const kdt_va_split_costs *c, int64_t R, int64_t n_max,
  * clusters of 2, 4, 6 and 8 at once, where 132 SMs would hold 66, 33, 22
  * and 16 (33 clusters of 4 ran as two waves: 0.52-0.62x).  The cheapest
  * C wins, the smallest on a tie.  cluster_cost was read off the H200's
- * comparisons (docs/performance.md, eighth and ninth sessions), which it
+ * comparisons (docs/performance.md, "Ideas tried": the cluster merge,
+ * 5fdbb91, and cluster sizes, 94014bd), which it
  * orders right: 9 row tiles at 4k, 8 clustered against 10 through the
  * workspace, 1.11x; 65 row tiles at 4k, 2 ways either way, 1.06-1.09x;
  * 17 row tiles at 4k, 4 clustered against 7, 0.92x, and 6 clustered

@@ -20,7 +20,8 @@
  * one cluster a row tile (the wgmma body's in-cluster merge).
  *
  * Environment, for taking the harness toward kdtree-bench's conditions
- * (docs/performance.md, ninth session):
+ * (the library bench against this harness at the multi-wave shapes,
+ * docs/performance.md, "Ideas tried": the power cap, c59eb84):
  *   H_CUBIN=FILE      launch FILE's kdt_verify_attn (e.g. the library's
  *                     NVRTC build, from a kdtree-cache entry) through the
  *                     driver API instead of this binary's (no clusters)

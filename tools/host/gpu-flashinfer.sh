@@ -16,8 +16,8 @@
 #
 # FlashInfer's JIT stays off (FLASHINFER_DISABLE_JIT=1): a module that is
 # not carried makes the baseline skip FlashInfer at once, naming the
-# module in the bench's notes, instead of spending minutes of the visit in
-# nvcc.  KDT_FLASHINFER_JIT=1 lets it build what is missing.
+# module in the bench's notes, instead of spending minutes of device
+# time in nvcc.  KDT_FLASHINFER_JIT=1 lets it build what is missing.
 if [ -z "${BASH_VERSION:-}" ] || [ "${BASH_SOURCE[0]}" = "$0" ]; then
     echo "gpu-flashinfer: source it from bash: . tools/host/gpu-flashinfer.sh DIR" >&2
     exit 2
