@@ -91,7 +91,7 @@ except kdtree_jit.KdtreeError as e:
         print("no NVRTC here; compile says:", e.detail[:120], "...")
         sys.exit(0)
     raise
-assert cached is False, "a fresh cache had the entry"
+assert cached.source == "compiled", "a fresh cache had the entry: %s" % (cached,)
 nv = kdtree_jit.info(driver=False)["nvrtc"]
 print("compiled with NVRTC", nv["version"], "from", nv["path"], "(%s)" % nv["found_by"])
 if mode == "wheel":

@@ -23,17 +23,19 @@ library's detail); wrong Python arguments raise TypeError or ValueError
 naming the argument, before anything reaches the library.
 """
 
+import collections
 import os
+import time
 
 from ._lib import EXPECTED_ABI, AbiMismatch, LibraryNotFound, load
 from ._runtime import (V_DIM, KV_DIM, Accept, Attn, Bound, Draft,  # noqa: F401
                        KdtreeError, Runtime, Tree, fail, text)
 
 __all__ = ["Runtime", "Bound", "KdtreeError", "LibraryNotFound", "AbiMismatch",
-           "compile", "cache_stats", "cache_stats_reset", "info", "kernels",
-           "kernel_constants", "default_shape", "max_qlen", "status_name",
-           "abi_version", "version", "Draft", "Tree", "Attn", "Accept",
-           "EXPECTED_ABI"]
+           "compile", "Compiled", "cache_stats", "cache_stats_reset", "info",
+           "kernels", "kernel_constants", "default_shape", "max_qlen",
+           "status_name", "abi_version", "version", "Draft", "Tree", "Attn",
+           "Accept", "EXPECTED_ABI"]
 
 
 def _binding():
@@ -62,16 +64,25 @@ def _c_str(fn, name, value):
 
 
 def _shape_string(kernel, shape, constants, where):
-    """The shape as C bytes: a string ("N_MAX=65,L=15"), keywords, or
-    neither for the kernel's default shape."""
+    """The shape as C bytes: a string ("N_MAX=65,L=15") taken as it is, or
+    the kernel's default shape with the constants given as keywords put
+    in place of its own (and any it lacks added, for the library to
+    refuse by name)."""
     if shape is not None and constants:
         raise TypeError("%s: give the shape as a string or as keywords, not "
                         "both" % where)
-    if shape is None:
-        if not constants:
-            return _c_str(where, "shape", default_shape(kernel))
-        shape = ",".join("%s=%s" % kv for kv in constants.items())
-    return _c_str(where, "shape", shape)
+    if shape is not None:
+        return _c_str(where, "shape", shape)
+    b = _binding()
+    p = b.lib.kdtree_kernel_default_shape(_c_str(where, "kernel", kernel))
+    # (An unknown kernel: the constants alone, for the library to name it.)
+    merged = []
+    for part in (_text(b.ffi, p).split(",") if p != b.ffi.NULL else ()):
+        name, _, value = part.partition("=")
+        merged.append([name, constants.pop(name, value)])
+    merged += [[n, v] for n, v in constants.items()]
+    return _c_str(where, "shape", ",".join("%s=%s" % (n, v)
+                                            for n, v in merged))
 
 
 # ---- the library ---------------------------------------------------------
@@ -117,21 +128,54 @@ def default_shape(kernel):
                         "default_shape")
 
 
+class Compiled(collections.namedtuple(
+        "Compiled", "kernel arch shape source ms compile_ms")):
+    """What compile() did: the kernel, arch and whole shape string it
+    compiled for; `source` "compiled" (NVRTC ran), "disk" (an entry of a
+    cache directory served), "memory" (this process had it), or "cache"
+    when loads of other threads at the same moment hide which of the two;
+    `ms` the call's wall time, `compile_ms` NVRTC's part of it."""
+
+    __slots__ = ()
+
+    @property
+    def cached(self):
+        """Whether the entry was already cached (NVRTC did not run)."""
+        return self.source != "compiled"
+
+
 def compile(kernel, arch, shape=None, **constants):
-    """Compiles `kernel` for `arch` ("sm_90a", "sm_120", "compute_90") with
-    the given shape (a string, keywords, or neither for the kernel's
-    default shape) into the cache, without a GPU.  Returns True when the
-    entry was already cached."""
+    """Compiles `kernel` for `arch` ("sm_90a", "sm_120", "compute_90") into
+    the cache, without a GPU.  The shape: a string ("N_MAX=33,L=7"), or
+    keywords that override the constants of the kernel's default shape
+    (``compile("tree_accept", "sm_120", N_MAX=33)``), or neither for the
+    default shape.  Returns a Compiled (what happened, how long it
+    took)."""
     name = _c_str("compile", "kernel", kernel)
-    arch = _c_str("compile", "arch", arch)
+    arch_c = _c_str("compile", "arch", arch)
     shape = _shape_string(kernel, shape, constants, "compile")
-    kernel = name
     b = _binding()
     cached = b.ffi.new("int32_t *")
-    st = b.lib.kdtree_compile(cached, arch, kernel, shape)
+    before = cache_stats()
+    t0 = time.perf_counter()
+    st = b.lib.kdtree_compile(cached, arch_c, name, shape)
+    ms = (time.perf_counter() - t0) * 1e3
     if st:
         raise _fail(st, "kdtree_compile")
-    return bool(cached[0])
+    after = cache_stats()
+    memory = after["memory_hits"] - before["memory_hits"]
+    disk = after["disk_hits"] - before["disk_hits"]
+    if not cached[0]:
+        source = "compiled"
+    elif memory and not disk:
+        source = "memory"
+    elif disk and not memory:
+        source = "disk"
+    else:
+        source = "cache"
+    return Compiled(kernel, arch, shape.decode(), source, ms,
+                    after["compile_ms"] - before["compile_ms"]
+                    if not cached[0] else 0.0)
 
 
 _STAT_FIELDS = ("memory_hits", "disk_hits", "compiles", "loads",
