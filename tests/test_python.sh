@@ -1,9 +1,8 @@
 #!/bin/sh
-# test_python.sh: the Python binding's tests (python/tests) against the
-# library of this build.  Skips (77) without python3 or cffi; runs with
-# pytest when it is installed, else with the minimal runner in
-# python/tests/run.py (the GPU host has no pytest).  The GPU tests inside
-# skip themselves without torch or a device.
+# test_python.sh: the Python binding's tests (python/tests) under pytest,
+# against the library of this build.  Skips (77) without python3, cffi or
+# pytest, or when every test skipped (python/tests/conftest.py); the GPU
+# tests inside skip themselves without torch or a device.
 set -u
 top_src=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_build=${abs_top_builddir:-$(pwd)}
@@ -11,10 +10,12 @@ if ! command -v python3 >/dev/null 2>&1; then
     echo "test_python: no python3" >&2
     exit 77
 fi
-if ! python3 -c "import cffi" >/dev/null 2>&1; then
-    echo "test_python: python3 has no cffi (pip install cffi)" >&2
-    exit 77
-fi
+for m in cffi pytest; do
+    if ! python3 -c "import $m" >/dev/null 2>&1; then
+        echo "test_python: python3 has no $m (pip install $m)" >&2
+        exit 77
+    fi
+done
 KDTREE_LIBRARY=${KDTREE_LIBRARY:-$top_build/.libs/libkdtree.so}
 KDTREE_HEADER=${KDTREE_HEADER:-$top_src/include/kdtree.h}
 PYTHONPATH=$top_src/python${PYTHONPATH:+:$PYTHONPATH}
@@ -23,6 +24,9 @@ if [ ! -e "$KDTREE_LIBRARY" ]; then
     echo "test_python: $KDTREE_LIBRARY is not built" >&2
     exit 99
 fi
-# Bytecode would land in the source tree (read-only under distcheck).
+# Nothing may land in the source tree (read-only under distcheck): no
+# bytecode, no .pytest_cache.  -s: the GPU tests print their figures for
+# the log; -rs: why each skip.
 export PYTHONDONTWRITEBYTECODE=1
-exec python3 "$top_src/python/tests/run.py" -v
+exec python3 -m pytest -v -s -rs -p no:cacheprovider \
+    --rootdir "$top_src/python/tests" "$top_src/python/tests"

@@ -16,7 +16,7 @@ from kdtree_jit import reference as ref
 
 
 def log(msg):
-    # Visible in make check's log (pytest runs with -s under run.py).
+    # Visible in make check's log (tests/test_python.sh runs pytest -s).
     print("test_gpu: " + msg)
     sys.stdout.flush()
 
