@@ -101,6 +101,7 @@ class KdtreeRound(object):
         rt.prepare("build_ddtree", L=p.L, K=p.K, N_MAX=p.N)
         rt.prepare("verify_attn", H=H, PAGE=p.page, N_MAX=p.N)
         rt.prepare("tree_accept", N_MAX=p.N, L=p.L)
+        self.ws = rt.verify_attn_workspace(p.q, p.kv, p.block_table)
 
     def __call__(self):
         p, rt = self.p, self.rt
@@ -108,7 +109,8 @@ class KdtreeRound(object):
         self.tree = rt.build_ddtree(self.draft, p.budget, p.root, p.N,
                                     past_len=p.past_len, out=self.tree)
         self.attn = rt.verify_attn(p.q, p.kv, p.block_table, p.past_len,
-                                   self.tree, SCALE, out=self.attn)
+                                   self.tree, SCALE, workspace=self.ws,
+                                   out=self.attn)
         target = p.target_logits(self.attn.o, self.tree.depth).argmax(-1).to(
             torch.int32)
         self.acc = rt.tree_accept(self.tree, target, L=p.L, out=self.acc)

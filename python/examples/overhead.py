@@ -1,20 +1,29 @@
 #!/usr/bin/env python3
 """Host time of one kernel call through Python, per kernel, beside the raw
-cffi call of the same C function with the same (prebuilt) structs:
+cffi call of the same C function with the same (prebuilt) structs and
+beside torch's own cost of an op registered the way kdtree's are:
 
-    raw cffi       lib.kdtree_<kernel>(rt, structs..., stream): the floor
-    method, out=   Runtime.<kernel>(..., out=...): outputs given, the same
-                   arguments and out= namedtuple each call, as in a loop
-                   (the runtime's remembered call: kdtree_jit._runtime)
-    method, tuple  the same with out= a new plain tuple of the same
-                   outputs each call: every argument through its slot's
-                   checks (each remembering the tensor it saw last)
-    method         Runtime.<kernel>(...): outputs allocated
-    bound          Runtime.bind(...)(): checked once
-    torch op       torch.ops.kdtree.<kernel>_out / <kernel> (import
-                   kdtree_jit.torch): the same method behind torch's
-                   dispatcher, which adds its own cost
+    raw        lib.kdtree_<kernel>(rt, structs..., stream): the floor
+    checked    Runtime.<kernel>(..., out=(...)): the outputs (and
+               verify_attn's workspace) given, as a new plain tuple each
+               call, the arrays the same: the Runtime's checked path
+               (kdtree_jit._runtime: a call like the thread's last one
+               skips the checks)
+    out=       the same with out= the namedtuple an earlier call returned
+    alloc      Runtime.<kernel>(...): outputs (and verify_attn's
+               workspace) allocated, one torch.empty each
+    bound      Runtime.bind(...)(): checked once
+    op_out     torch.ops.kdtree.<kernel>_out(...) (import kdtree_jit.torch)
+    op         torch.ops.kdtree.<kernel>(...): allocates its outputs
+    torch_out  an op of <kernel>_out's schema registered the same way
+               (torch.library.Library FRAGMENT, impl for the device) whose
+               body does nothing: what torch's dispatcher costs alone
+    torch_op   the same for <kernel>'s schema, its body allocating the
+               outputs (one torch.empty each) and nothing else
 
+The last columns are what is ours: checked, op_out and op less raw; and
+op_out less torch_out, op less torch_op: what the ops add to torch's
+dispatch (and, for op, to its allocations).
 Each row is timed at a shape whose kernel takes less time than the host
 spends launching it, so that the GPU never holds the host back and each
 column is the host's cost (a long kernel would hide it: the queue of
@@ -23,13 +32,15 @@ runs over a small vocabulary and verify_attn over one request with a short
 past; the table names each row's shape.  The last line says what one
 torch.empty costs, which is what an allocating call adds per output.
 
-No timing is asserted anywhere; this prints them.
+No timing is asserted anywhere; this prints them.  On a GPU host, from the
+installed wheel:
 
     python3 python/examples/overhead.py [--requests 8] [--calls 2000]
         [--json out.json]
     python3 python/examples/overhead.py --stub    # no GPU: CPU tensors and
-        # a stub libkdtree (cc-built, every kernel returns 0): the Python
-        # side alone, for profiling where there is no device
+        # a stub libkdtree (cc-built, every kernel returns 0), the ops and
+        # the empty ones registered for the CPU: the Python side alone, for
+        # profiling where there is no device
 """
 import argparse
 import json
@@ -50,6 +61,7 @@ STUB_C = r"""
 int32_t kdtree_abi_version(void) { return %d; }
 const char *kdtree_status_name(int32_t s) { return "KDTREE_OK"; }
 const char *kdtree_last_error(void) { return ""; }
+const char *kdtree_version_string(void) { return "stub"; }
 int32_t kdtree_set_site_packages(const char *d) { return 0; }
 int32_t kdtree_draft_topk(void *rt, const void *d, uint64_t l, int32_t t,
                           int32_t v, void *s) { return 0; }
@@ -65,6 +77,10 @@ int32_t kdtree_verify_attn_workspace_size(uint64_t *o, void *rt,
 int32_t kdtree_tree_accept(void *rt, const void *a, const void *t,
                            uint64_t g, const void *r, void *s) { return 0; }
 """
+
+KERNELS = ("draft_topk", "build_ddtree", "verify_attn", "tree_accept")
+COLUMNS = ("raw", "checked", "out=", "alloc", "bound", "op_out", "op",
+           "torch_out", "torch_op")
 
 
 def median(xs):
@@ -95,6 +111,29 @@ def stub_library():
     return so
 
 
+def empty_ops(torch, key, outputs):
+    """torch.ops.kdtree_overhead.<op> for every kdtree op: the same schema,
+    registered the same way for dispatch key `key`, a body that does
+    nothing but, in a functional op, allocate outputs like outputs[<op>]
+    (one torch.empty each, as kdtree's own do)."""
+    from kdtree_jit.torch import SCHEMAS
+    lib = torch.library.Library("kdtree_overhead", "FRAGMENT")
+    E = torch.empty
+
+    def functional(made):
+        def body(*args):
+            return tuple(E(*s, dtype=t, device=d) for s, t, d in made)
+        return body
+    for name, schema in SCHEMAS.items():
+        lib.define(schema)
+        if name.endswith("_out"):
+            lib.impl(name, lambda *args: None, key)
+        else:
+            lib.impl(name, functional([(tuple(x.shape), x.dtype, x.device)
+                                       for x in outputs[name]]), key)
+    return lib, torch.ops.kdtree_overhead
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=8, help="R")
@@ -114,13 +153,13 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--stub", action="store_true",
                     help="CPU tensors and a stub library (no GPU)")
-    ap.add_argument("--no-torch-ops", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.stub:
         os.environ["KDTREE_LIBRARY"] = stub_library()
     import torch
     import kdtree_jit
+    import kdtree_jit.torch as kt
     from kdtree_jit import _lib
 
     R, L, K, N, V, H = (a.requests, a.depth, a.topk, a.budget + 1, a.vocab,
@@ -132,7 +171,8 @@ def main():
         b = _lib.load()
         rt = kdtree_jit.Runtime.__new__(kdtree_jit.Runtime)
         rt._setup(b.ffi, b.lib, b.ffi.cast("kdtree_runtime *", 1), -1)
-        dev = torch.device("cpu")
+        kt._runtimes[-1] = rt  # the ops' runtime for CPU tensors
+        dev, key = torch.device("cpu"), "CPU"
 
         def sync():
             pass
@@ -149,8 +189,8 @@ def main():
             print("overhead: needs a CUDA device (or --stub)",
                   file=sys.stderr)
             return 77
-        rt = kdtree_jit.Runtime()
-        dev = torch.device("cuda", rt.device)
+        rt = kt.runtime()
+        dev, key = torch.device("cuda", rt.device), "CUDA"
         sync = torch.cuda.synchronize
         rt.prepare("draft_topk", V=V, K=K, DTYPE="bf16")
         rt.prepare("build_ddtree", L=L, K=K, N_MAX=N)
@@ -169,12 +209,12 @@ def main():
 
     def new_tree(r):
         d = kdtree_jit.Draft(draft.lp[:r], draft.ids[:r])
+        # The ops always write score: every tree here has one.
         t = rt.build_ddtree(d, budget[:r], root[:r], N,
-                            past_len=past_len[:r])
+                            past_len=past_len[:r], want_score=True)
         if a.stub:
             for x in t:
-                if x is not None:
-                    x.zero_()
+                x.zero_()
             t.n_nodes.fill_(1)
         return t
     tree = new_tree(R)
@@ -186,7 +226,9 @@ def main():
                      device=dev)
     q = torch.zeros(RA, N, H, 576, dtype=torch.bfloat16, device=dev)
     scale = 0.1
-    attn = rt.verify_attn(q, kv, block_table, past_a, tree_a, scale)
+    ws = rt.verify_attn_workspace(q, kv, block_table)
+    attn = rt.verify_attn(q, kv, block_table, past_a, tree_a, scale,
+                          workspace=ws)
     target = torch.zeros(R, N, **i32)
     acc = rt.tree_accept(tree, target, L)
     shapes = {
@@ -204,8 +246,7 @@ def main():
         lp=draft.lp.data_ptr(), ids=draft.ids.data_ptr(), n_requests=R * L,
         depth=1, k=K))
     c_tree = ffi.new("kdtree_tree *", dict(
-        {f: (0 if x is None else x.data_ptr())
-         for f, x in zip(kdtree_jit.Tree._fields, tree)},
+        {f: x.data_ptr() for f, x in zip(kdtree_jit.Tree._fields, tree)},
         n_requests=R, n_max=N))
     c_draft3 = ffi.new("kdtree_draft *", dict(
         lp=draft.lp.data_ptr(), ids=draft.ids.data_ptr(), n_requests=R,
@@ -218,12 +259,10 @@ def main():
         anc_mask=tree_a.anc_mask.data_ptr(), n_requests=RA, n_max=N))
     c_req_a = ffi.new("kdtree_requests *", dict(
         past_len=past_a.data_ptr(), n_requests=RA))
-    ws_n = rt.verify_attn_workspace_size(RA, H, N, a.page, pages)
-    ws = torch.empty(max(ws_n, 16), dtype=torch.uint8, device=dev)
     c_attn = ffi.new("kdtree_attn *", dict(
         q=q.data_ptr(), o=attn.o.data_ptr(), lse=attn.lse.data_ptr(),
-        workspace=ws.data_ptr() if ws_n else 0, workspace_bytes=ws_n,
-        n_heads=H, scale=scale))
+        workspace=ws.data_ptr(), workspace_bytes=ws.numel(), n_heads=H,
+        scale=scale))
     c_kv = ffi.new("kdtree_kv_cache *", dict(
         data=kv.data_ptr(), block_table=block_table.data_ptr(),
         page_size=a.page, max_pages=pages))
@@ -231,131 +270,135 @@ def main():
         {f: x.data_ptr() for f, x in zip(kdtree_jit.Accept._fields, acc)},
         n_requests=R, depth=L))
     h, lg = rt._rt, logits.data_ptr()
-    raw = {
-        "draft_topk": lambda: lib.kdtree_draft_topk(h, c_draft, lg, 1, V,
-                                                    sp),
-        "build_ddtree": lambda: lib.kdtree_build_ddtree(h, c_tree, c_draft3,
-                                                        c_req, sp),
-        "verify_attn": lambda: lib.kdtree_verify_attn(h, c_attn, c_tree_a,
-                                                      c_req_a, c_kv, sp),
-        "tree_accept": lambda: lib.kdtree_tree_accept(h, c_acc, c_tree,
-                                                      target.data_ptr(),
-                                                      c_req, sp),
-    }
-    method_out = {
-        "draft_topk": lambda: rt.draft_topk(logits, K, out=draft),
-        "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
-                                                past_len=past_len, out=tree),
-        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_a,
-                                              tree_a, scale, out=attn),
-        "tree_accept": lambda: rt.tree_accept(tree, target, L, out=acc),
-    }
-    method_tuple = {
-        "draft_topk": lambda: rt.draft_topk(logits, K, out=tuple(draft)),
-        "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
-                                                past_len=past_len,
-                                                out=tuple(tree)),
-        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_a,
-                                              tree_a, scale,
-                                              out=tuple(attn)),
-        "tree_accept": lambda: rt.tree_accept(tree, target, L,
+    k = torch.ops.kdtree
+    lp, ids = draft
+    tr = tuple(tree)
+    nn_a, mask_a = tree_a.n_nodes, tree_a.anc_mask
+    # The functional empty ops allocate outputs like these, like the real
+    # ones' in number, shape and dtype.
+    empty_lib, e = empty_ops(torch, key, {
+        "draft_topk": tuple(draft), "build_ddtree": tr,
+        "verify_attn": tuple(attn), "tree_accept": tuple(acc)})
+    calls = {
+        "draft_topk": {
+            "raw": lambda: lib.kdtree_draft_topk(h, c_draft, lg, 1, V, sp),
+            "checked": lambda: rt.draft_topk(logits, K, out=(lp, ids)),
+            "out=": lambda: rt.draft_topk(logits, K, out=draft),
+            "alloc": lambda: rt.draft_topk(logits, K),
+            "bound": rt.bind("draft_topk", logits, K, out=draft),
+            "op_out": lambda: k.draft_topk_out(logits, K, lp, ids),
+            "op": lambda: k.draft_topk(logits, K),
+            "torch_out": lambda: e.draft_topk_out(logits, K, lp, ids),
+            "torch_op": lambda: e.draft_topk(logits, K)},
+        "build_ddtree": {
+            "raw": lambda: lib.kdtree_build_ddtree(h, c_tree, c_draft3,
+                                                   c_req, sp),
+            "checked": lambda: rt.build_ddtree(draft, budget, root, N,
+                                               past_len=past_len,
+                                               out=tuple(tr)),
+            "out=": lambda: rt.build_ddtree(draft, budget, root, N,
+                                            past_len=past_len, out=tree),
+            "alloc": lambda: rt.build_ddtree(draft, budget, root, N,
+                                             past_len=past_len,
+                                             want_score=True),
+            "bound": rt.bind("build_ddtree", draft, budget, root, N,
+                             past_len=past_len, out=tree),
+            "op_out": lambda: k.build_ddtree_out(lp, ids, budget, root, N,
+                                                 None, past_len, *tr),
+            "op": lambda: k.build_ddtree(lp, ids, budget, root, N, None,
+                                         past_len),
+            "torch_out": lambda: e.build_ddtree_out(lp, ids, budget, root, N,
+                                                    None, past_len, *tr),
+            "torch_op": lambda: e.build_ddtree(lp, ids, budget, root, N,
+                                               None, past_len)},
+        "verify_attn": {
+            "raw": lambda: lib.kdtree_verify_attn(h, c_attn, c_tree_a,
+                                                  c_req_a, c_kv, sp),
+            "checked": lambda: rt.verify_attn(q, kv, block_table, past_a,
+                                              tree_a, scale, workspace=ws,
+                                              out=(attn.o, attn.lse)),
+            "out=": lambda: rt.verify_attn(q, kv, block_table, past_a,
+                                           tree_a, scale, workspace=ws,
+                                           out=attn),
+            "alloc": lambda: rt.verify_attn(q, kv, block_table, past_a,
+                                            tree_a, scale),
+            "bound": rt.bind("verify_attn", q, kv, block_table, past_a,
+                             tree_a, scale, workspace=ws, out=attn),
+            "op_out": lambda: k.verify_attn_out(q, kv, block_table, past_a,
+                                                nn_a, mask_a, scale,
+                                                attn.o, attn.lse, ws),
+            "op": lambda: k.verify_attn(q, kv, block_table, past_a, nn_a,
+                                        mask_a, scale),
+            "torch_out": lambda: e.verify_attn_out(q, kv, block_table,
+                                                   past_a, nn_a, mask_a,
+                                                   scale, attn.o, attn.lse,
+                                                   ws),
+            "torch_op": lambda: e.verify_attn(q, kv, block_table, past_a,
+                                              nn_a, mask_a, scale)},
+        "tree_accept": {
+            "raw": lambda: lib.kdtree_tree_accept(h, c_acc, c_tree,
+                                                  target.data_ptr(), c_req,
+                                                  sp),
+            "checked": lambda: rt.tree_accept(tree, target, L,
                                               out=tuple(acc)),
-    }
-    method_new = {
-        "draft_topk": lambda: rt.draft_topk(logits, K),
-        "build_ddtree": lambda: rt.build_ddtree(draft, budget, root, N,
-                                                past_len=past_len),
-        "verify_attn": lambda: rt.verify_attn(q, kv, block_table, past_a,
-                                              tree_a, scale),
-        "tree_accept": lambda: rt.tree_accept(tree, target, L),
-    }
-    bound = {
-        "draft_topk": rt.bind("draft_topk", logits, K, out=draft),
-        "build_ddtree": rt.bind("build_ddtree", draft, budget, root, N,
-                                past_len=past_len, out=tree),
-        "verify_attn": rt.bind("verify_attn", q, kv, block_table, past_a,
-                               tree_a, scale, out=attn),
-        "tree_accept": rt.bind("tree_accept", tree, target, L, out=acc),
-    }
-    ops_out = ops_new = None
-    if not a.no_torch_ops and not a.stub:
-        import kdtree_jit.torch  # noqa: F401
-        k = torch.ops.kdtree
-        # The ops always write score: a tree with one to write into.
-        tree_s = rt.build_ddtree(draft, budget, root, N, past_len=past_len,
-                                 want_score=True)
-        ops_out = {
-            "draft_topk": lambda: k.draft_topk_out(logits, K, *draft),
-            "build_ddtree": lambda: k.build_ddtree_out(
-                draft.lp, draft.ids, budget, root, N, None, past_len,
-                *tree_s),
-            "verify_attn": lambda: k.verify_attn_out(
-                q, kv, block_table, past_a, tree_a.n_nodes, tree_a.anc_mask,
-                scale, *attn),
-            "tree_accept": lambda: k.tree_accept_out(
+            "out=": lambda: rt.tree_accept(tree, target, L, out=acc),
+            "alloc": lambda: rt.tree_accept(tree, target, L),
+            "bound": rt.bind("tree_accept", tree, target, L, out=acc),
+            "op_out": lambda: k.tree_accept_out(
                 tree.n_nodes, tree.token, tree.first_child,
                 tree.next_sibling, target, L, None, *acc),
-        }
-        ops_new = {
-            "draft_topk": lambda: k.draft_topk(logits, K),
-            "build_ddtree": lambda: k.build_ddtree(
-                draft.lp, draft.ids, budget, root, N, None, past_len),
-            "verify_attn": lambda: k.verify_attn(
-                q, kv, block_table, past_a, tree_a.n_nodes, tree_a.anc_mask,
-                scale),
-            "tree_accept": lambda: k.tree_accept(
+            "op": lambda: k.tree_accept(
                 tree.n_nodes, tree.token, tree.first_child,
                 tree.next_sibling, target, L, None),
-        }
+            "torch_out": lambda: e.tree_accept_out(
+                tree.n_nodes, tree.token, tree.first_child,
+                tree.next_sibling, target, L, None, *acc),
+            "torch_op": lambda: e.tree_accept(
+                tree.n_nodes, tree.token, tree.first_child,
+                tree.next_sibling, target, L, None)},
+    }
+    # On a shared machine with no GPU, this thread's CPU time (the minimum
+    # over repetitions) says more than the wall.
     clock = time.thread_time if a.stub else time.perf_counter
     rows = {}
-    for name in raw:
-        row = {}
-        for col, table in (("raw", raw), ("method_out", method_out),
-                           ("method_tuple", method_tuple),
-                           ("method_alloc", method_new),
-                           ("bound", {n: (lambda b=b: b(s))
-                                      for n, b in bound.items()}),
-                           ("op_out", ops_out), ("op_alloc", ops_new)):
-            if table is not None:
-                # On a shared machine with no GPU, this thread's CPU time
-                # (the minimum over repetitions) says more than the wall.
-                row[col] = per_call_us(table[name], a.calls, a.reps, sync,
-                                       clock)
-        rows[name] = row
-    # What allocating adds: one torch.empty per output, against a view of
-    # one larger allocation (what splitting one block would cost instead).
-    block = torch.empty(8 * R * N, **i32)
-    alloc = {
-        "torch_empty": per_call_us(lambda: torch.empty(R, N, **i32), a.calls,
-                                   a.reps, sync, clock),
-        "as_strided_view": per_call_us(
-            lambda: block.as_strided((R, N), (N, 1), R * N), a.calls, a.reps,
-            sync, clock)}
-    n_out = {"draft_topk": 2, "build_ddtree": 8, "verify_attn": 2,
+    for name in KERNELS:
+        row = rows[name] = {}
+        for col in COLUMNS:
+            fn = calls[name][col]
+            if col == "bound":
+                fn = (lambda b=fn: b(s))
+            row[col] = per_call_us(fn, a.calls, a.reps, sync, clock)
+    # What allocating adds: one torch.empty per output.
+    alloc_us = per_call_us(lambda: torch.empty(R, N, **i32), a.calls,
+                           a.reps, sync, clock)
+    n_out = {"draft_topk": 2, "build_ddtree": 9, "verify_attn": 3,
              "tree_accept": 4}
     where = "stub library, CPU tensors" if a.stub else \
         torch.cuda.get_device_name()
-    print("overhead: host us per call (%s of %d x %d calls), %s" % (
-        "thread CPU time, best" if a.stub else "wall time, median",
-        a.reps, a.calls, where))
-    cols = [c for c in ("raw", "method_out", "method_tuple", "method_alloc",
-                        "bound", "op_out", "op_alloc")
-            if c in rows["tree_accept"]]
-    print("  %-13s" % "kernel" + "".join("%13s" % c for c in cols) +
-          "%11s  %s" % ("out - raw", "shape"))
-    for name, row in rows.items():
-        print("  %-13s" % name + "".join("%13.2f" % row[c] for c in cols) +
-              "%11.2f  %s" % (row["method_out"] - row["raw"], shapes[name]))
-    print("  allocating: torch.empty(%d, %d, int32) %.2f us, a view of one "
-          "block (as_strided) %.2f us; outputs allocated: %s" % (
-              R, N, alloc["torch_empty"], alloc["as_strided_view"],
-              ", ".join("%s %d" % kv for kv in n_out.items())))
+    print("overhead: host us per call (%s of %d x %d calls), %s, "
+          "kdtree_jit %s, torch %s" % (
+              "thread CPU time, best" if a.stub else "wall time, median",
+              a.reps, a.calls, where, kdtree_jit.version, torch.__version__))
+    derived = (("checked", "raw"), ("op_out", "raw"), ("op", "raw"),
+               ("op_out", "torch_out"), ("op", "torch_op"))
+    print("  %-13s" % "kernel" + "".join("%10s" % c for c in COLUMNS) +
+          "".join("%19s" % ("%s-%s" % d) for d in derived) + "  shape")
+    for name in KERNELS:
+        row = rows[name]
+        print("  %-13s" % name + "".join("%10.2f" % row[c] for c in COLUMNS)
+              + "".join("%19.2f" % (row[a] - row[b]) for a, b in derived)
+              + "  " + shapes[name])
+    print("  allocating: torch.empty(%d, %d, int32) %.2f us; arrays an "
+          "allocating call makes: %s" % (
+              R, N, alloc_us, ", ".join("%s %d" % kv for kv in n_out.items())))
+    del empty_lib
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"where": where, "shapes": shapes, "us_per_call": rows,
-                       "alloc_us": alloc, "outputs_allocated": n_out}, f,
-                      indent=1)
+            json.dump({"where": where, "version": kdtree_jit.version,
+                       "torch": torch.__version__, "argv": sys.argv[1:],
+                       "shapes": shapes, "us_per_call": rows,
+                       "torch_empty_us": alloc_us,
+                       "arrays_allocated": n_out}, f, indent=1)
     return 0
 
 

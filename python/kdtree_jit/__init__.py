@@ -12,8 +12,8 @@ what one kernel writes and the next reads travels as one namedtuple
 (Draft, Tree, Accept), as in the C API's structs.  Outputs are allocated
 when not given, or written into ``out=`` (a tuple in the order the method
 returns, typically the result of an earlier call: a call repeated with the
-same namedtuple and arguments skips its checks, docs/python.md).  Launches go on the
-current torch stream unless ``stream=`` says otherwise and never
+same arrays and arguments skips its checks, docs/python.md).  Launches go
+on the current torch stream unless ``stream=`` says otherwise and never
 synchronise, so a round can be captured in a CUDA graph once its shapes
 were prepared (an eager call or ``prepare()`` first).
 ``import kdtree_jit.torch`` registers the four kernels as torch ops.

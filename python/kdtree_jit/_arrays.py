@@ -2,13 +2,12 @@
 (CuPy, Numba), checked for device, dtype, shape and contiguity, and new
 outputs allocated with torch (or CuPy when torch is absent).
 
-These checks are on every launch but a remembered one (kdtree_jit._runtime
-says which), so the common case -- a torch tensor that passes -- reads
-each attribute once, in one expression, and builds no message; anything
-else, or any failure, takes the general path, which words the error.
+These checks run on every call that is not the same as the runtime's last
+one (kdtree_jit._runtime says which are), so the common case -- a torch
+tensor that passes -- reads each attribute once, in one expression, and
+builds no message; anything else, or any failure, takes the general path,
+which words the error.
 """
-
-from weakref import ref as _weakref
 
 _torch = None  # the module, once imported; False when unavailable
 _raw_stream = None  # torch's current raw stream of a device, as an int
@@ -155,74 +154,6 @@ def ptr(fn, name, x, dt, shape, device):
     return checked(fn, name, x, (dt,), shape, device)[0]
 
 
-class Seen(object):
-    """One argument slot: what it must hold (the function and argument
-    names for messages, the DTypes, the shape or number of dimensions,
-    the device, whether None is allowed), and its memory of the tensor it
-    was last given: a weak reference and the pointer it had then.  The
-    same tensor object with the same pointer passed the checks then, and
-    could not have changed what they read since without a new pointer
-    (dtype and device never change; a resize that grows it or a set_()
-    moves it; one that shrinks it leaves its storage, so the kernel stays
-    within it), so seeing it again costs a weakref call and a data_ptr()
-    instead of six reads."""
-
-    __slots__ = ("last", "fn", "name", "dtypes", "shape", "ndim", "device",
-                 "optional")
-
-    def __init__(self, fn, name, dtypes, device, shape=None, ndim=None,
-                 optional=False):
-        self.last = None  # (weakref, pointer[, shape, DType]), one value
-        self.fn, self.name, self.dtypes = fn, name, dtypes
-        self.shape, self.ndim, self.device = shape, ndim, device
-        self.optional = optional
-
-
-def _weak(x, p):
-    try:
-        return (_weakref(x), p)
-    except TypeError:  # not weakly referenceable
-        return None
-
-
-def seen_ptr(seen, x):
-    """The pointer of `x` for the slot `seen`, checked (ptr()) unless it
-    is the tensor the slot saw last; 0 for None in an optional slot."""
-    last = seen.last
-    if last is not None and x is not None and last[0]() is x:
-        p = x.data_ptr()
-        if p == last[1]:
-            return p
-    if x is None and seen.optional:
-        return 0
-    if len(seen.dtypes) == 1:
-        p = ptr(seen.fn, seen.name, x, seen.dtypes[0], seen.shape,
-                seen.device)
-    else:
-        p = checked(seen.fn, seen.name, x, seen.dtypes, seen.shape,
-                    seen.device)[0]
-    if x.__class__ is _Tensor:
-        seen.last = _weak(x, p)
-    return p
-
-
-def seen_first(seen, x):
-    """first() for the slot `seen` (its ndim None: any number of
-    dimensions): (pointer, shape, DType), remembered with the shape and
-    DType it found."""
-    last = seen.last
-    if last is not None and x is not None and last[0]() is x:
-        p = x.data_ptr()
-        if p == last[1]:
-            return p, last[2], last[3]
-    p, shp, dt = first(seen.fn, seen.name, x, seen.dtypes, seen.ndim,
-                       seen.device)
-    if x.__class__ is _Tensor:
-        w = _weak(x, p)
-        seen.last = None if w is None else w + (shp, dt)
-    return p, shp, dt
-
-
 def first(fn, name, x, dtypes, ndim, device):
     """(pointer, shape, DType) of the argument whose shape sets a call's
     sizes: checked like ptr() for one of `dtypes` and `ndim` dimensions
@@ -260,22 +191,27 @@ def _torch_device(device):
     return d
 
 
-def new_arrays(specs, device, like):
-    """A call's new outputs: an uninitialised array for each (shape,
-    DType) of `specs` (None: no array) and the pointers (0 for none), as
-    two lists; torch unless `like` is not a torch tensor and CuPy is
+def allocator(specs, device, like):
+    """A function that makes a call's new outputs: an uninitialised array
+    for each (shape, DType) of `specs`, returned with their pointers (a
+    list, a tuple); torch unless `like` is not a torch tensor and CuPy is
     there.  One torch.empty per array is most of what an allocating call
-    costs: this makes them with nothing else around them."""
-    if _torch and (like.__class__ is _Tensor or cupy_module() is None):
-        E, d = _torch.empty, _torch_device(device)
-        # The sizes as separate arguments: torch's parser takes them in
-        # about two thirds of the time it takes a tuple.
-        arrays = [None if s is None else E(*s[0], dtype=s[1].torch, device=d)
-                  for s in specs]
-        return arrays, [0 if a is None else a.data_ptr() for a in arrays]
-    arrays = [None if s is None else empty(s[0], s[1], device, like)
-              for s in specs]
-    return arrays, [0 if a is None else new_ptr(a) for a in arrays]
+    costs: the function makes them with nothing else around them."""
+    if _torch and (isinstance(like, _Tensor) or cupy_module() is None):
+        E, d, dp = _torch.empty, _torch_device(device), _Tensor.data_ptr
+        made = tuple((tuple(s), dt.torch) for s, dt in specs)
+
+        def alloc():
+            # The sizes as separate arguments: torch's parser takes them
+            # in about two thirds of the time it takes a tuple.
+            arrays = [E(*s, dtype=t, device=d) for s, t in made]
+            return arrays, tuple(map(dp, arrays))
+        return alloc
+
+    def alloc():
+        arrays = [empty(s, dt, device, like) for s, dt in specs]
+        return arrays, tuple(new_ptr(a) for a in arrays)
+    return alloc
 
 
 def empty(shape, dt, device, like=None):

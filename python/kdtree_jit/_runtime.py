@@ -1,37 +1,45 @@
 """The Runtime: the four kernels on one CUDA device.
 
-A launch's cost in Python is what this module is written around: each
-call checks its arrays (kdtree_jit._arrays' one-expression fast path for
-torch tensors, and each argument slot's memory of the tensor it last
-passed), looks up what depends only on the call's sizes in a per-shape
-cache (output shapes, the workspace, a reusable argument buffer), packs
-every field of the C structs the kernel takes into that buffer with one
-struct.pack_into, and calls the C function.  No message is built unless
-something is wrong.
+Every launch from Python -- a Runtime method, a bound launch, a torch op
+(kdtree_jit.torch) -- takes one path, Runtime._call.  It sees a call as
+a row of array slots (the kernel's inputs, then its outputs) and the
+call's other arguments, as each kernel's _Kernel below describes them:
 
-The call a loop makes over and over costs less again.  Each kernel
-remembers its last call that wrote into out= one of the namedtuples below
-(Runtime._hot_*): the marks of that tuple and of a Draft or Tree argument,
-weak references to its tensor arguments, its other arguments, and the
-pointer of every tensor it passed.  A call with the same tuples, tensors
-and other arguments, each tensor still at the pointer it had, is that
-call again, checked then: a tuple cannot change its members nor a tensor
-its dtype or device; a tensor whose storage was replaced (set_(), a
-resize_() that grows it) has a new pointer; one made smaller or
-reshaped in place (resize_(), t_(), squeeze_()) keeps its storage, so the
-kernel still reads and writes only memory checked to be that tensor's
-(what such a tensor then shows of it is its owner's business).  Such
-a call skips every check, and the packing too while its shape's buffer
-still holds its values: a few identity tests, one data_ptr() per tensor
-and the launch.
+- The checks: every array a device array of its dtype, shape and device,
+  contiguous (_arrays' one-expression fast path for torch tensors).  The
+  slots that size the call (`lead`) are checked first; their sizes pick a
+  per-shape record (_Shape: every other slot's shape, the outputs to
+  allocate, the constants the C structs take), made once per shape.
+- The packing: every field of the C structs the kernel takes, written by
+  one struct.pack_into into an argument buffer whose layout comes from
+  cffi's reading of kdtree.h (Layout), then the C function.
+- The last call: each thread remembers, per kernel, the last call it
+  checked: the id() and pointer of every array in it and its other
+  arguments.  The arrays are weakly referenced, and one that dies
+  forgets the call at once, so an id seen again is the same live array.
+  A call with the same arrays at the same pointers and the same other
+  arguments is that call again: no array can have changed its dtype or
+  device, one whose storage moved (set_(), a resize_() that grows it) has
+  a new pointer, and one shrunk or reshaped in place keeps its storage, so
+  the kernel still touches only memory checked to be that array's (what
+  such a tensor then shows of it is its owner's business).  That call
+  skips the checks and, when it allocates nothing, the packing too (the
+  buffer still holds its values): an id() and a data_ptr() per array,
+  and the launch.  Only torch tensors are remembered (CuPy arrays and
+  other __cuda_array_interface__ objects are checked every call).
 
-Threads: a shape's argument buffer belongs to the thread that made the
-shape.  Any other thread packs a fresh buffer on every call and never
-takes the remembered path, so two threads sharing a Runtime never write
-one buffer, nor launch from one that the other is filling.
+Nothing else is kept per shape: no workspace, no outputs.  verify_attn's
+workspace is an argument (verify_attn_workspace() sizes one), allocated
+for the call when it is not given.
+
+Threads: the argument buffers and the last calls are per thread (a
+threading.local), so threads sharing a Runtime never write one buffer,
+nor launch from one another thread is filling.
 """
 
 import collections
+import itertools
+import operator
 import struct
 import threading
 from weakref import ref as _weakref
@@ -39,42 +47,17 @@ from weakref import ref as _weakref
 from . import _arrays
 from ._arrays import BF16, F32, I32, U32, U8
 
-_get_ident = threading.get_ident
-
-
-class _Marked(object):
-    """What the namedtuples below add to theirs: an instance dict for
-    `_kdt_mark`, an object() given to a tuple the first time a call
-    remembers it (_mark()) and kept for its life.  A tuple cannot be
-    weakly referenced and a runtime must not keep the arrays of its
-    callers alive, so a remembered call keeps the mark instead: a tuple
-    carrying that mark is the one remembered (or a shallow copy of it,
-    which holds the same arrays), because no other tuple is ever given
-    it."""
-
-    _kdt_mark = None
-
-
-def _tuple(name, fields, doc):
-    return type(name, (collections.namedtuple(name, fields), _Marked),
-                {"__doc__": doc, "__module__": __name__})
-
-
-Draft = _tuple("Draft", "lp ids", "draft_topk's outputs.")
-Tree = _tuple(
+Draft = collections.namedtuple("Draft", "lp ids")
+Draft.__doc__ = "draft_topk's outputs."
+Tree = collections.namedtuple(
     "Tree", "n_nodes token parent depth position first_child next_sibling "
-            "score anc_mask", "build_ddtree's outputs.")
-Attn = _tuple("Attn", "o lse", "verify_attn's outputs.")
-Accept = _tuple("Accept", "accept_len accept_idx accept_token bonus",
-                "tree_accept's outputs.")
-
-
-def _mark(t):
-    m = t._kdt_mark
-    if m is None:
-        m = t._kdt_mark = object()
-    return m
-
+            "score anc_mask")
+Tree.__doc__ = "build_ddtree's outputs."
+Attn = collections.namedtuple("Attn", "o lse")
+Attn.__doc__ = "verify_attn's outputs."
+Accept = collections.namedtuple("Accept",
+                                "accept_len accept_idx accept_token bonus")
+Accept.__doc__ = "tree_accept's outputs."
 
 # A namedtuple from a sequence of its fields, without the keyword-argument
 # handling of its constructor (on every launch).
@@ -84,7 +67,14 @@ _new = tuple.__new__
 KV_DIM = 576
 V_DIM = 512
 
-_KERNELS = ("draft_topk", "build_ddtree", "verify_attn", "tree_accept")
+_get_ident = threading.get_ident
+
+_compress = itertools.compress
+# What a slot holds instead of an array: None, an optional array left
+# out (pointer 0); _NEW, an output the call allocates.
+_NEW = type("_New", (object,), {"__slots__": (), "__repr__":
+                                lambda self: "<a new array>"})()
+_data_ptr = None  # torch.Tensor.data_ptr, once torch is imported
 
 
 class KdtreeError(RuntimeError):
@@ -114,23 +104,11 @@ def int_arg(fn, name, v):
         return v
     if isinstance(v, bool) or not isinstance(v, int):
         try:
-            import operator
             v = operator.index(v)
         except TypeError:
             raise TypeError("%s: %s must be an int, got %s"
                             % (fn, name, type(v).__name__))
     return int(v)
-
-
-def outputs(out, n, fn, cls):
-    """out= as a list of n entries (None = allocate)."""
-    if out is None:
-        return [None] * n
-    if not isinstance(out, (tuple, list)) or len(out) != n:
-        raise TypeError("%s: out must be a tuple of %d arrays (%s), as %s "
-                        "returns, got %s" % (fn, n, ", ".join(cls._fields),
-                                             fn, type(out).__name__))
-    return list(out)
 
 
 def fields_of(fn, name, obj, names):
@@ -144,22 +122,6 @@ def fields_of(fn, name, obj, names):
                                          type(obj).__name__, e))
 
 
-def _refs(*xs):
-    """Weak references to the torch tensors `xs` (None for None), or None
-    if one is anything else: only a torch tensor's checks can be skipped
-    on its identity and data_ptr() (_arrays.Seen says why)."""
-    T = _arrays._Tensor
-    refs = []
-    for x in xs:
-        if x is None:
-            refs.append(None)
-        elif x.__class__ is T:
-            refs.append(_weakref(x))
-        else:
-            return None
-    return refs
-
-
 class Layout(object):
     """Some of the C structs a kernel takes, back to back in one buffer,
     each at its C alignment, with the listed fields packed in the order
@@ -170,6 +132,7 @@ class Layout(object):
 
     def __init__(self, ffi, *structs):
         fmt, pos, self.offsets, self.types = "=", 0, [], []
+        self.names = []
         for cname, names in structs:
             t = ffi.typeof(cname)
             align = ffi.alignof(t)
@@ -177,10 +140,14 @@ class Layout(object):
             fmt += "x" * (base - pos)
             self.offsets.append(base)
             self.types.append(cname + " *")
+            self.names.append(cname)
             fields = dict(t.fields)
             pos = base
             for n in names:
                 f = fields[n]
+                if base + f.offset < pos:
+                    raise AssertionError("Layout: %s.%s out of order"
+                                         % (cname, n))
                 fmt += "x" * (base + f.offset - pos)
                 fmt += self._CODES[f.type.cname]
                 pos = base + f.offset + ffi.sizeof(f.type)
@@ -195,8 +162,8 @@ class Layout(object):
         struct)."""
         ffi = self.ffi
         raw = ffi.new("char[]", self.size)
-        ptrs = tuple(ffi.cast(t, raw + off)
-                     for t, off in zip(self.types, self.offsets))
+        ptrs = dict((n, ffi.cast(t, raw + off)) for n, t, off in
+                    zip(self.names, self.types, self.offsets))
         return _Buffer(raw, ffi.buffer(raw), ptrs)
 
 
@@ -207,46 +174,308 @@ class _Buffer(object):
         self.raw, self.view, self.ptrs = raw, view, ptrs
 
 
+# ---- the kernels, described once --------------------------------------------
+
+OPTIONAL = True
+
+
+class _Kernel(object):
+    """One kernel's calls: its array slots, inputs then outputs, each a
+    (name in messages, DTypes[, OPTIONAL]) -- the first DType is what an
+    allocated output gets; the other arguments (`args`, the first
+    `key_args` of which size the call); the slots that size it (`lead`:
+    (name, number of dimensions or None)); `sizes`, from the lead slots'
+    (shape, DType) (None for one to allocate) and the arguments to the
+    constants the structs take and every other slot's shape; the C
+    structs and the source of each field packed (a slot: its pointer; an
+    argument; a constant of `sizes`; an int); and the C function's
+    arguments after the runtime (struct names or sources)."""
+
+    def __init__(self, name, result, inputs, outputs, args, key_args, lead,
+                 sizes, structs, call):
+        slots = inputs + outputs
+        self.name, self.c_name, self.result = name, "kdtree_" + name, result
+        self.names = tuple(s[0] for s in slots)
+        self.dtypes = tuple(s[1] for s in slots)
+        self.optional = tuple(len(s) > 2 and s[2] for s in slots)
+        self.n_in, self.n_out = len(inputs), len(result._fields)
+        self.slot = dict((n, i) for i, n in enumerate(self.names))
+        self.lead = tuple((self.slot[n], nd) for n, nd in lead)
+        self.args, self.key_args = args, key_args
+        self.sizes = sizes
+        self.structs = tuple((c, tuple(f for f, _ in fs)) for c, fs in structs)
+        self.sources = tuple(s for _, fs in structs for _, s in fs)
+        self.call = call
+        # The output slots of an allocating call, without and with the
+        # optional output (score, lse) if there is one.
+        self.fresh = tuple(
+            tuple(None if self.optional[self.n_in + j] and not want else _NEW
+                  for j in range(self.n_out)) for want in (False, True))
+        self.index = len(_KERNELS)
+        _KERNELS.append(self)
+
+    def outs(self, out, want=True):
+        """out= as output slots (None: allocate them; `want` says whether
+        the optional one too)."""
+        if out is None:
+            return self.fresh[1 if want is True else bool(want)]
+        if out.__class__ is not self.result and (
+                not isinstance(out, (tuple, list)) or
+                len(out) != self.n_out):
+            raise TypeError("%s: out must be a tuple of %d arrays (%s), as "
+                            "%s returns, got %s" % (
+                                self.name, self.n_out,
+                                ", ".join(self.result._fields), self.name,
+                                type(out).__name__
+                                if not isinstance(out, (tuple, list))
+                                else "%d of them" % len(out)))
+        return out if out.__class__ is not list else tuple(out)
+
+    def shape(self, rt, lead, args):
+        """The _Shape of a call whose lead slots are `lead` and sizing
+        arguments `args`."""
+        consts, shapes = self.sizes(self.name, lead, args)
+        # The row the fields are picked from: every slot's pointer, then the
+        # constants (those of `sizes`, then the literals of the sources),
+        # then the arguments.
+        names = sorted(consts)
+        values = [consts[n] for n in names]
+        for src in self.sources:
+            if src.__class__ is int and src not in names:
+                names.append(src)
+                values.append(src)
+        n_slots = len(self.names)
+        everything = list(self.names) + names + list(self.args)
+        row = dict((n, i) for i, n in enumerate(everything))
+        if len(row) != len(everything):
+            raise AssertionError("%s: a source named twice" % self.name)
+        alloc = [None] * n_slots
+        for i in range(self.n_in, n_slots):
+            s = shapes.get(self.names[i])
+            if s is not None:
+                alloc[i] = (s, self.dtypes[i][0])
+        return _Shape(shapes, alloc, tuple(values),
+                      dict((n, row[n] - n_slots) for n in consts),
+                      [row[s] for s in self.sources], row)
+
+    def late(self, rt, st, i):
+        """(shape, DType) of an output slot whose size the library gives
+        (None: nothing to allocate); only verify_attn has one."""
+        raise AssertionError("%s: no late allocation" % self.name)
+
+
 class _Shape(object):
-    """What one kernel's calls of one shape share: the output shapes and
-    whatever else follows from the sizes, the memory of each tensor slot
-    (_arrays.Seen), and an argument buffer owned by the thread that made
-    it (another thread gets a fresh one per call, so concurrent callers
-    never share one)."""
+    """What the calls of one kernel at one shape share: each slot's shape,
+    (shape, DType) of each output to allocate, the constants packed, and
+    where each of the structs' fields, in packing order, is in a row of
+    slot pointers + constants + arguments (`order`; `row`: a source's
+    position in that row)."""
 
-    __slots__ = ("layout", "buf", "owner", "extra", "seen", "keep",
-                 "packed", "alloc")
+    __slots__ = ("shapes", "alloc", "consts", "consts_at", "order", "row")
 
-    def __init__(self, layout, seen, extra, alloc):
-        self.layout = layout
-        self.buf = layout.buffer()
-        self.owner = _get_ident()
-        self.extra = extra
-        self.alloc = alloc  # (shape, DType) of each output, None: none
-        self.seen = tuple(seen)
-        self.keep = None  # what pointers in the arguments point into
-        # The pointers of the remembered call whose values the buffer
-        # holds, or None: set where a call is remembered, cleared by every
-        # other packing of the buffer.
-        self.packed = None
+    def __init__(self, shapes, alloc, consts, consts_at, order, row):
+        self.shapes, self.alloc, self.consts = shapes, alloc, consts
+        self.consts_at, self.order, self.row = consts_at, order, row
 
-    def args(self, private, values):
-        """Packs `values` into this thread's buffer, or into a new one
-        that a bound launch keeps (`private`); returns its struct pointers
-        and that private buffer (else None)."""
-        if private or _get_ident() != self.owner:
-            buf = self.layout.buffer()
-        else:
-            buf = self.buf
-            self.packed = None
-        self.layout.packer.pack_into(buf.view, 0, *values)
-        return buf.ptrs, buf if private else None
+    def set_const(self, name, value):
+        c = list(self.consts)
+        c[self.consts_at[name]] = value
+        self.consts = tuple(c)
 
-    def repack(self, vals, ptrs):
-        """Writes a remembered call's values back into this thread's
-        buffer (another call of the shape packed its own since)."""
-        self.layout.packer.pack_into(self.buf.view, 0, *vals)
-        self.packed = ptrs
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _draft_sizes(fn, lead, args):
+    (shp, dt), = lead
+    k, = args
+    if len(shp) < 2:
+        raise ValueError("%s: logits must have shape [..., V] with at least "
+                         "2 dimensions, got %s" % (fn, list(shp)))
+    o = tuple(shp[:-1]) + (k,)
+    return (dict(rows=_prod(shp[:-1]), V=shp[-1],
+                 dtype=1 if dt is BF16 else 0),
+            {"out.lp": o, "out.ids": o})
+
+
+_KERNELS = []
+
+_DRAFT = _Kernel(
+    "draft_topk", Draft,
+    inputs=(("logits", (F32, BF16)),),
+    outputs=(("out.lp", (F32,)), ("out.ids", (I32,))),
+    args=("k",), key_args=1, lead=(("logits", None),), sizes=_draft_sizes,
+    structs=(("kdtree_draft", (("lp", "out.lp"), ("ids", "out.ids"),
+                               ("n_requests", "rows"), ("depth", 1),
+                               ("k", "k"))),),
+    call=("kdtree_draft", "logits", "dtype", "V"))
+
+
+def _tree_sizes(fn, lead, args):
+    ((R, L, K), _), = lead
+    n_max, = args
+    rs, rows = (R,), (R, n_max)
+    shapes = {"draft.ids": (R, L, K), "budget": rs, "root_token": rs,
+              "depth_limit": rs, "past_len": rs, "out.n_nodes": rs,
+              "out.score": rows,
+              "out.anc_mask": (R, n_max, (n_max + 31) // 32)}
+    for f in Tree._fields[1:7]:
+        shapes["out." + f] = rows
+    return dict(R=R, L=L, K=K), shapes
+
+
+_TREE = _Kernel(
+    "build_ddtree", Tree,
+    inputs=(("draft.lp", (F32,)), ("draft.ids", (I32,)), ("budget", (I32,)),
+            ("root_token", (I32,)), ("depth_limit", (I32,), OPTIONAL),
+            ("past_len", (I32,), OPTIONAL)),
+    outputs=tuple(("out." + f, (I32,)) for f in Tree._fields[:7]) + (
+        ("out.score", (F32,), OPTIONAL), ("out.anc_mask", (I32, U32))),
+    args=("n_max",), key_args=1, lead=(("draft.lp", 3),), sizes=_tree_sizes,
+    structs=(("kdtree_tree", tuple((f, "out." + f) for f in Tree._fields) +
+              (("n_requests", "R"), ("n_max", "n_max"))),
+             ("kdtree_draft", (("lp", "draft.lp"), ("ids", "draft.ids"),
+                               ("n_requests", "R"), ("depth", "L"),
+                               ("k", "K"))),
+             ("kdtree_requests", (("budget", "budget"),
+                                  ("root_token", "root_token"),
+                                  ("depth_limit", "depth_limit"),
+                                  ("past_len", "past_len"),
+                                  ("n_requests", "R")))),
+    call=("kdtree_tree", "kdtree_draft", "kdtree_requests"))
+
+
+def _attn_sizes(fn, lead, args):
+    (qs, _), (ks, _), (bs, _), ws = lead
+    R, N, H, d = qs
+    if d != KV_DIM:
+        raise ValueError("%s: q must have shape [?, ?, ?, %d], got %s"
+                         % (fn, KV_DIM, list(qs)))
+    if ks[2] != KV_DIM:
+        raise ValueError("%s: kv_cache must have shape [?, ?, %d], got %s"
+                         % (fn, KV_DIM, list(ks)))
+    if bs[0] != R:
+        raise ValueError("%s: block_table must have shape [%d, ?], got %s"
+                         % (fn, R, list(bs)))
+    rs = (R,)
+    return (dict(R=R, N=N, H=H, page=ks[1], max_pages=bs[1],
+                 ws_bytes=None if ws is None else ws[0][0]),
+            {"past_len": rs, "tree.n_nodes": rs,
+             "tree.anc_mask": (R, N, (N + 31) // 32),
+             "out.o": (R, N, H, V_DIM), "out.lse": (R, N, H)})
+
+
+class _AttnKernel(_Kernel):
+    def late(self, rt, st, i):
+        """The workspace of a call that gave none: the size the library
+        asks for this shape (asked after every check, once a shape)."""
+        n = st.consts[st.consts_at["ws_bytes"]]
+        if n is None:
+            c = lambda name: st.consts[st.consts_at[name]]  # noqa: E731
+            n = rt.verify_attn_workspace_size(c("R"), c("H"), c("N"),
+                                              c("page"), c("max_pages"))
+            st.set_const("ws_bytes", n)
+        return ((n,), U8) if n else None
+
+
+_ATTN = _AttnKernel(
+    "verify_attn", Attn,
+    inputs=(("q", (BF16,)), ("kv_cache", (BF16,)), ("block_table", (I32,)),
+            ("past_len", (I32,)), ("tree.n_nodes", (I32,)),
+            ("tree.anc_mask", (I32, U32))),
+    outputs=(("out.o", (BF16,)), ("out.lse", (F32,), OPTIONAL),
+             ("workspace", (U8,))),
+    args=("scale",), key_args=0,
+    lead=(("q", 4), ("kv_cache", 3), ("block_table", 2), ("workspace", 1)),
+    sizes=_attn_sizes,
+    structs=(("kdtree_attn", (("q", "q"), ("o", "out.o"), ("lse", "out.lse"),
+                              ("workspace", "workspace"),
+                              ("workspace_bytes", "ws_bytes"),
+                              ("n_heads", "H"), ("scale", "scale"))),
+             ("kdtree_tree", (("n_nodes", "tree.n_nodes"),
+                              ("anc_mask", "tree.anc_mask"),
+                              ("n_requests", "R"), ("n_max", "N"))),
+             ("kdtree_requests", (("past_len", "past_len"),
+                                  ("n_requests", "R"))),
+             ("kdtree_kv_cache", (("data", "kv_cache"),
+                                  ("block_table", "block_table"),
+                                  ("page_size", "page"),
+                                  ("max_pages", "max_pages")))),
+    call=("kdtree_attn", "kdtree_tree", "kdtree_requests", "kdtree_kv_cache"))
+
+
+def _accept_sizes(fn, lead, args):
+    ((R, N), _), = lead
+    L, = args
+    rs, ps, ts = (R,), (R, L + 1), (R, N)
+    return (dict(R=R, N=N),
+            {"tree.first_child": ts, "tree.next_sibling": ts,
+             "tree.n_nodes": rs, "target": ts, "max_accept": rs,
+             "out.accept_len": rs, "out.accept_idx": ps,
+             "out.accept_token": ps, "out.bonus": rs})
+
+
+_ACCEPT = _Kernel(
+    "tree_accept", Accept,
+    inputs=(("tree.token", (I32,)), ("tree.first_child", (I32,)),
+            ("tree.next_sibling", (I32,)), ("tree.n_nodes", (I32,)),
+            ("target", (I32,)), ("max_accept", (I32,), OPTIONAL)),
+    outputs=tuple(("out." + f, (I32,)) for f in Accept._fields),
+    args=("L",), key_args=1, lead=(("tree.token", 2),), sizes=_accept_sizes,
+    structs=(("kdtree_accept", tuple((f, "out." + f) for f in Accept._fields)
+              + (("n_requests", "R"), ("depth", "L"))),
+             ("kdtree_tree", (("n_nodes", "tree.n_nodes"),
+                              ("token", "tree.token"),
+                              ("first_child", "tree.first_child"),
+                              ("next_sibling", "tree.next_sibling"),
+                              ("n_requests", "R"), ("n_max", "N"))),
+             ("kdtree_requests", (("max_accept", "max_accept"),
+                                  ("n_requests", "R")))),
+    call=("kdtree_accept", "kdtree_tree", "target", "kdtree_requests"))
+
+KERNEL_NAMES = tuple(k.name for k in _KERNELS)
+
+
+# ---- per thread: argument buffers and last calls ----------------------------
+
+class _Plan(object):
+    """A checked call, what launching it again takes: its other arguments
+    (`args`); the row its structs are packed from (every slot's pointer,
+    0 for one to allocate, then the constants and the arguments); the C
+    function and its arguments; for a call that allocates, the function
+    that makes its new arrays (`alloc`) and two getters: the structs'
+    fields from the row + the new pointers (`pack`), the result's arrays
+    from the new arrays + [None] (`pick`).  As a thread's last call (the
+    module's docstring): the ids of its arrays, which slots hold one
+    (`mask`), their pointers, and weak references that forget it when one
+    dies."""
+
+    __slots__ = ("args", "row", "c", "cargs", "alloc", "pack", "pick",
+                 "ids", "mask", "ptrs", "refs")
+
+
+class _Last(object):
+    __slots__ = ("buf", "memo")
+
+    def __init__(self, buf):
+        self.buf, self.memo = buf, None
+
+
+def _forget(last, memo):
+    """The callback that forgets `memo` when one of its arrays dies."""
+    def dead(_ref):
+        if last.memo is memo:
+            last.memo = None
+    return dead
+
+
+class _PerThread(threading.local):
+    def __init__(self, layouts):
+        self.last = [_Last(lay.buffer()) for lay in layouts]
 
 
 class Bound(object):
@@ -269,16 +498,39 @@ class Bound(object):
         return self.result
 
 
+def device_ordinal(fn, device):
+    """A CUDA device's ordinal from an int, a torch.device or a string
+    torch.device reads ("cuda:1"); None for torch's current device."""
+    if device is None:
+        return _default_device()
+    if device.__class__ is int:
+        return device
+    torch = _arrays.torch_module()
+    if torch is not None and isinstance(device, (str, torch.device)):
+        try:
+            d = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError("%s: device %r is not a device (%s)"
+                             % (fn, device, e))
+        if d.type != "cuda":
+            raise ValueError("%s: device must be a CUDA device, got %s"
+                             % (fn, d))
+        return d.index if d.index is not None else _default_device()
+    if isinstance(device, int) and not isinstance(device, bool):
+        return int(device)
+    raise TypeError("%s: device must be an int or a torch.device, got %s"
+                    % (fn, type(device).__name__))
+
+
 class Runtime(object):
-    """A libkdtree runtime for one CUDA device (default: torch's current
-    device).  Compiles nothing until a kernel is prepared or launched."""
+    """A libkdtree runtime for one CUDA device: an ordinal, a torch.device
+    or "cuda:N" (default: torch's current device).  Compiles nothing until
+    a kernel is prepared or launched."""
 
     def __init__(self, device=None, target=None):
         from ._lib import load
         b = load()
-        if device is None:
-            device = _default_device()
-        device = int_arg("Runtime", "device", device)
+        device = device_ordinal("Runtime", device)
         p = b.ffi.new("kdtree_runtime **")
         if target is None:
             st = b.lib.kdtree_runtime_create(p, device)
@@ -293,31 +545,17 @@ class Runtime(object):
     def _setup(self, ffi, lib, handle, device):
         """The state every method uses (tests make offline runtimes with a
         NULL handle through this)."""
-        _arrays.torch_module()
+        global _data_ptr
+        torch = _arrays.torch_module()
+        if torch is not None:
+            _data_ptr = torch.Tensor.data_ptr
         self._ffi, self._lib, self._rt = ffi, lib, handle
         self.device = device
         self._streams = {}
         self._shapes = {}
-        self._layouts = {}
-        # Each kernel's remembered call (the module's docstring), a tuple
-        # whose fields the kernel's method lists where it unpacks it; made
-        # by the slow path once its checks passed, on the thread that owns
-        # the shape's buffer, and only where every array is a torch tensor.
-        self._hot_draft = self._hot_tree = self._hot_attn = None
-        self._hot_accept = None
-        # The arguments each kernel reads its sizes from.
-        S = _arrays.Seen
-        self._seen = {
-            "draft_topk": (S("draft_topk", "logits", (F32, BF16), device),),
-            "build_ddtree": (S("build_ddtree", "draft.lp", (F32,), device,
-                               ndim=3),),
-            "verify_attn": (S("verify_attn", "q", (BF16,), device, ndim=4),
-                            S("verify_attn", "kv_cache", (BF16,), device,
-                              ndim=3),
-                            S("verify_attn", "block_table", (I32,), device,
-                              ndim=2)),
-            "tree_accept": (S("tree_accept", "tree.token", (I32,), device,
-                              ndim=2),)}
+        self._ws_sizes = {}
+        self._layouts = tuple(Layout(ffi, *k.structs) for k in _KERNELS)
+        self._tls = _PerThread(self._layouts)
 
     def close(self):
         """Unloads the runtime's modules (no launch may be in flight)."""
@@ -369,27 +607,15 @@ class Runtime(object):
             self._streams[h] = s
         return s
 
-    def _layout(self, kernel, *structs):
-        lay = self._layouts.get(kernel)
-        if lay is None:
-            lay = self._layouts[kernel] = Layout(self._ffi, *structs)
-        return lay
-
-    def _bound(self, cname, args, buf, result):
-        """A Bound launch of the C function `cname` with `args` (after the
-        runtime, before the stream), whose structs are in `buf`."""
-        return Bound(self, getattr(self._lib, cname), cname,
-                     (self._handle(cname),) + tuple(args), buf, result)
-
     def bind(self, kernel, *args, **kwargs):
         """Checks a kernel's arguments once and returns a Bound launch:
         calling it (``bound(stream=None)``) launches with the pointers
         resolved now, skipping every check, and returns the same outputs
         each time.  The arrays must stay alive and in place.  For loops
         that do not use CUDA graphs and care about microseconds."""
-        if kernel not in _KERNELS:
+        if kernel not in KERNEL_NAMES:
             raise ValueError("bind: no kernel named %r; there are %s"
-                             % (kernel, ", ".join(_KERNELS)))
+                             % (kernel, ", ".join(KERNEL_NAMES)))
         if "stream" in kwargs:
             raise TypeError("bind: give the stream when calling the bound "
                             "launch")
@@ -398,7 +624,8 @@ class Runtime(object):
     def prepare(self, kernel, shape=None, **constants):
         """Compiles (or fetches from the cache) and loads `kernel` for a
         shape, so that launches of it are hot: call it before capturing a
-        CUDA graph.  The shape as for kdtree_jit.compile()."""
+        CUDA graph.  The shape as for kdtree_jit.compile(): a string, or
+        keywords that override the kernel's default shape."""
         from . import _c_str, _shape_string
         name = _c_str("prepare", "kernel", kernel)
         shape = _shape_string(kernel, shape, constants, "prepare")
@@ -406,90 +633,153 @@ class Runtime(object):
         if st:
             raise fail(self._ffi, self._lib, st, "kdtree_prepare")
 
+    # ---- the one path of every launch ---------------------------------
+
+    def _call(self, k, xs, args, out, stream, bind=False):
+        """Launches kernel `k` on the array slots `xs` (its inputs, then
+        its outputs: arrays, None or _NEW) and its other arguments
+        `args`.  Returns the outputs: `out` (as k's namedtuple; None for
+        None) when the call allocated none, else a new namedtuple; a Bound
+        when `bind`."""
+        last = self._tls.last[k.index]
+        p = last.memo
+        if p is not None and args == p.args and not bind and \
+                tuple(map(id, xs)) == p.ids and \
+                tuple(map(_data_ptr, _compress(xs, p.mask))) == p.ptrs:
+            # The last call again (the module's docstring).
+            if p.alloc is not None:
+                return self._launch(k, p, last.buf, xs, out, stream)
+            r = p.c(self._rt or self._handle(k.name), *p.cargs,
+                    self._stream(stream))
+            if r:
+                raise fail(self._ffi, self._lib, r, k.c_name)
+            return out if out is None or out.__class__ is k.result else \
+                _new(k.result, out)
+        row, st, new = self._check(k, xs, args)
+        p = _Plan()
+        p.args, p.c = args, getattr(self._lib, k.c_name)
+        # The outputs to allocate, but a workspace this shape does without
+        # (its size, asked once the checks passed, is one of the constants).
+        new = [i for i in new if st.alloc[i] is not None or
+               self._late(k, st, i) is not None]
+        p.row = tuple(row) + st.consts + args
+        # A bound launch packs a buffer of its own, which it keeps.
+        buf = self._layouts[k.index].buffer() if bind else last.buf
+        p.cargs = self._cargs(k, buf, p.row, st)
+        if new:  # _launch packs the structs, the new pointers in
+            self._plan_new(k, p, st, new, xs)
+        else:
+            p.alloc = None
+            self._layouts[k.index].packer.pack_into(
+                buf.view, 0, *[p.row[i] for i in st.order])
+        if bind:
+            return Bound(self, p.c, k.c_name,
+                         (self._handle(k.c_name),) + p.cargs, buf,
+                         self._launch(k, p, buf, xs, out, None, False))
+        last.memo = None
+        T = _arrays._Tensor
+        p.mask = tuple(x is not None and x is not _NEW for x in xs)
+        if T is not None and all(isinstance(x, T) for x in
+                                 _compress(xs, p.mask)):
+            p.ids = tuple(map(id, xs))
+            p.ptrs = tuple(map(_data_ptr, _compress(xs, p.mask)))
+            dead = _forget(last, p)
+            p.refs = tuple(_weakref(x, dead) for x in _compress(xs, p.mask))
+            last.memo = p
+        return self._launch(k, p, buf, xs, out, stream)
+
+    def _plan_new(self, k, p, st, new, xs):
+        """What a call that allocates the slots `new` needs (_Plan)."""
+        p.alloc = _arrays.allocator([st.alloc[i] for i in new], self.device,
+                                    xs[k.lead[0][0]])
+        at = len(p.row)
+        p.pack = operator.itemgetter(*[
+            at + new.index(i) if i in new else i for i in st.order])
+        # The result's arrays when it allocates them all: the new ones,
+        # None for an optional output left out.
+        p.pick = operator.itemgetter(*[
+            new.index(i) if i in new else len(new)
+            for i in range(k.n_in, k.n_in + k.n_out)])
+
+    def _launch(self, k, p, buf, xs, out, stream, launch=True):
+        """Allocates the outputs of the checked call `p` (packing their
+        pointers into `buf`, which holds the rest) and launches it;
+        returns its outputs."""
+        if p.alloc is not None:
+            arrays, ps = p.alloc()
+            self._layouts[k.index].packer.pack_into(buf.view, 0,
+                                                    *p.pack(p.row + ps))
+        if launch:
+            r = p.c(self._rt or self._handle(k.name), *p.cargs,
+                    self._stream(stream))
+            if r:
+                raise fail(self._ffi, self._lib, r, k.c_name)
+        if out is None and p.alloc is not None:
+            arrays.append(None)
+            return _new(k.result, p.pick(arrays))
+        return out if out is None or out.__class__ is k.result else \
+            _new(k.result, out)
+
+    def _late(self, k, st, i):
+        a = st.alloc[i] = k.late(self, st, i)
+        return a
+
+    @staticmethod
+    def _cargs(k, buf, row, st):
+        """The C function's arguments after the runtime, before the
+        stream: the structs in `buf`, and values of the row."""
+        return tuple(buf.ptrs[a] if a in buf.ptrs else row[st.row[a]]
+                     for a in k.call)
+
+    def _check(self, k, xs, args):
+        """The checks of a call (the module's docstring): (pointer of
+        each slot, 0 for None and _NEW; its _Shape; the _NEW slots)."""
+        fn, dev = k.name, self.device
+        ptrs = [0] * len(xs)
+        lead = []
+        for i, ndim in k.lead:
+            x = xs[i]
+            if x is _NEW:
+                lead.append(None)
+                continue
+            p, s, d = _arrays.first(fn, k.names[i], x, k.dtypes[i], ndim,
+                                    dev)
+            ptrs[i] = p
+            lead.append((tuple(s), d))
+        key_args = args[:k.key_args]
+        key = (k.index, key_args) + tuple(lead)
+        st = self._shapes.get(key)
+        if st is None:
+            st = self._shapes[key] = k.shape(self, lead, key_args)
+        new = []
+        is_lead = [i for i, _ in k.lead]
+        for i, x in enumerate(xs):
+            if x is _NEW:
+                new.append(i)
+            elif x is None and k.optional[i]:
+                pass
+            elif i not in is_lead:
+                dts = k.dtypes[i]
+                if len(dts) == 1:
+                    ptrs[i] = _arrays.ptr(fn, k.names[i], x, dts[0],
+                                          st.shapes[k.names[i]], dev)
+                else:
+                    ptrs[i] = _arrays.checked(fn, k.names[i], x, dts,
+                                              st.shapes[k.names[i]], dev)[0]
+        return ptrs, st, new
+
     # ---- §1 draft_topk -------------------------------------------------
 
     def draft_topk(self, logits, k, out=None, stream=None, _bind=False):
         """The k largest logits of each row and their log-probabilities.
         logits: float32 or bfloat16 [..., V] (typically [R, L, V]); returns
         Draft(lp float32 [..., k], ids int32 [..., k])."""
-        # The remembered call (the module's docstring): the same out Draft
-        # and logits tensor, the same k, every pointer as then.
-        h = self._hot_draft
-        if h is not None and out.__class__ is Draft:
-            o_m, w_lg, hk, st, ptrs, vals, c, a_d, lg_p, dtype, vocab = h
-            if out._kdt_mark is o_m and w_lg() is logits is not None and \
-                    k.__class__ is int and k == hk and not _bind and \
-                    _get_ident() == st.owner:
-                lp, ids = out
-                if (lp.data_ptr(), ids.data_ptr(), logits.data_ptr()) == \
-                        ptrs:
-                    if st.packed is not ptrs:
-                        st.repack(vals, ptrs)
-                    raw = _arrays._raw_stream
-                    sh = self._streams.get(raw(self.device)) if \
-                        stream is None and raw is not None else None
-                    if sh is None:
-                        sh = self._stream(stream)
-                    r = c(self._rt or self._handle("draft_topk"), a_d, lg_p,
-                          dtype, vocab, sh)
-                    if r:
-                        raise fail(self._ffi, self._lib, r,
-                                   "kdtree_draft_topk")
-                    return out
-        fn = "draft_topk"
-        dev = self.device
         if k.__class__ is not int:
-            k = int_arg(fn, "k", k)
-        lg_p, shp, dt = _arrays.seen_first(self._seen[fn][0], logits)
-        key = (fn, shp, dt, k)
-        st = self._shapes.get(key)
-        if st is None:
-            st = self._draft_shape(fn, key, shp, dt, k)
-        oshape, n_rows, vocab, dtype = st.extra
-        if out is None:
-            (lp, ids), (lp_p, ids_p) = _arrays.new_arrays(st.alloc, dev,
-                                                          logits)
-        else:
-            lp, ids = outputs(out, 2, fn, Draft)
-            sv, sp = st.seen, _arrays.seen_ptr
-            lp_p, ids_p = sp(sv[0], lp), sp(sv[1], ids)
-        vals = (lp_p, ids_p, n_rows, 1, k)
-        ptrs, buf = st.args(_bind, vals)
-        result = out if out.__class__ is Draft else _new(Draft, (lp, ids))
-        c = self._lib.kdtree_draft_topk
-        if _bind:
-            return self._bound("kdtree_draft_topk",
-                               (ptrs[0], lg_p, dtype, vocab), buf, result)
-        if out.__class__ is Draft and _get_ident() == st.owner:
-            refs = _refs(logits, lp, ids)
-            if refs is not None:
-                hp = st.packed = (lp_p, ids_p, lg_p)
-                self._hot_draft = (_mark(out), refs[0], k, st, hp, vals, c,
-                                   ptrs[0], lg_p, dtype, vocab)
-        r = c(self._rt or self._handle(fn), ptrs[0], lg_p, dtype, vocab,
-              self._stream(stream))
-        if r:
-            raise fail(self._ffi, self._lib, r, "kdtree_draft_topk")
-        return result
-
-    def _draft_shape(self, fn, key, shp, dt, k):
-        if len(shp) < 2:
-            raise ValueError("%s: logits must have shape [..., V] with at "
-                             "least 2 dimensions, got %s" % (fn, list(shp)))
-        n_rows = 1
-        for d in shp[:-1]:
-            n_rows *= d
-        lay = self._layout(fn, ("kdtree_draft", ("lp", "ids", "n_requests",
-                                                 "depth", "k")))
-        # The library checks k and the sizes against the kernel's limits.
-        oshape = tuple(shp[:-1]) + (k,)
-        S, dev = _arrays.Seen, self.device
-        st = _Shape(lay, (S(fn, "out.lp", (F32,), dev, oshape),
-                          S(fn, "out.ids", (I32,), dev, oshape)),
-                    (oshape, n_rows, shp[-1], 1 if dt is BF16 else 0),
-                    ((oshape, F32), (oshape, I32)))
-        self._shapes[key] = st
-        return st
+            k = int_arg("draft_topk", "k", k)
+        return self._call(
+            _DRAFT, (logits,) +
+            (out if out.__class__ is Draft else _DRAFT.outs(out)), (k,), out,
+            stream, _bind)
 
     # ---- §2 build_ddtree -----------------------------------------------
 
@@ -503,129 +793,29 @@ class Runtime(object):
         [R], token, parent, depth, position, first_child, next_sibling
         [R, n_max] int32, score float32 [R, n_max] or None, anc_mask int32
         [R, n_max, ceil(n_max/32)]: the bits of ancestor-or-self rows)."""
-        # The remembered call (the module's docstring): the same out Tree,
-        # draft Draft and tensors, the same n_max and want_score, every
-        # pointer as then.
-        h = self._hot_tree
-        if h is not None and out.__class__ is Tree and \
-                draft.__class__ is Draft:
-            (o_m, d_m, w_b, w_r, w_dl, w_pl, hn, hws, st, ptrs, vals, c,
-             a_t, a_d, a_r) = h
-            if out._kdt_mark is o_m and draft._kdt_mark is d_m and \
-                    w_b() is budget is not None and \
-                    w_r() is root_token is not None and \
-                    (depth_limit is None if w_dl is None else
-                     w_dl() is depth_limit is not None) and \
-                    (past_len is None if w_pl is None else
-                     w_pl() is past_len is not None) and \
-                    n_max.__class__ is int and n_max == hn and \
-                    want_score is hws and not _bind and \
-                    _get_ident() == st.owner:
-                o0, o1, o2, o3, o4, o5, o6, o7, o8 = out
-                if (o0.data_ptr(), o1.data_ptr(), o2.data_ptr(),
-                        o3.data_ptr(), o4.data_ptr(), o5.data_ptr(),
-                        o6.data_ptr(), 0 if o7 is None else o7.data_ptr(),
-                        o8.data_ptr(), draft[0].data_ptr(),
-                        draft[1].data_ptr(), budget.data_ptr(),
-                        root_token.data_ptr(),
-                        0 if depth_limit is None else depth_limit.data_ptr(),
-                        0 if past_len is None else past_len.data_ptr()) == \
-                        ptrs:
-                    if st.packed is not ptrs:
-                        st.repack(vals, ptrs)
-                    raw = _arrays._raw_stream
-                    sh = self._streams.get(raw(self.device)) if \
-                        stream is None and raw is not None else None
-                    if sh is None:
-                        sh = self._stream(stream)
-                    r = c(self._rt or self._handle("build_ddtree"), a_t, a_d,
-                          a_r, sh)
-                    if r:
-                        raise fail(self._ffi, self._lib, r,
-                                   "kdtree_build_ddtree")
-                    return out
-        fn = "build_ddtree"
-        dev = self.device
         if n_max.__class__ is not int:
-            n_max = int_arg(fn, "n_max", n_max)
+            n_max = int_arg("build_ddtree", "n_max", n_max)
         try:
             lp, ids = draft.lp, draft.ids
         except AttributeError:
-            lp, ids = fields_of(fn, "draft", draft, ("lp", "ids"))
-        lp_p, shp, _ = _arrays.seen_first(self._seen[fn][0], lp)
-        key = (fn, shp, n_max, bool(want_score))
-        st = self._shapes.get(key)
-        if st is None:
-            st = self._tree_shape(fn, key, shp, n_max, want_score)
-        rs, dims, rows, mshape = st.extra
-        R, L, K = dims
-        sv, sp = st.seen, _arrays.seen_ptr
-        ids_p, budget_p = sp(sv[0], ids), sp(sv[1], budget)
-        root_p, dl_p = sp(sv[2], root_token), sp(sv[3], depth_limit)
-        pl_p = sp(sv[4], past_len)
-        if out is None:
-            o, t = _arrays.new_arrays(st.alloc, dev, lp)
-        else:
-            o = outputs(out, 9, fn, Tree)
-            t = [sp(sv[5], o[0]), sp(sv[6], o[1]), sp(sv[7], o[2]),
-                 sp(sv[8], o[3]), sp(sv[9], o[4]), sp(sv[10], o[5]),
-                 sp(sv[11], o[6]), sp(sv[12], o[7]), sp(sv[13], o[8])]
-        vals = tuple(t) + (R, n_max, lp_p, ids_p, R, L, K, budget_p, root_p,
-                           dl_p, pl_p, R)
-        ptrs, buf = st.args(_bind, vals)
-        result = out if out.__class__ is Tree else _new(Tree, o)
-        c = self._lib.kdtree_build_ddtree
-        if _bind:
-            return self._bound("kdtree_build_ddtree", ptrs, buf, result)
-        if out.__class__ is Tree and draft.__class__ is Draft and \
-                _get_ident() == st.owner and \
-                (want_score is True or want_score is False):
-            refs = _refs(budget, root_token, depth_limit, past_len, lp, ids,
-                         *o)
-            if refs is not None:
-                hp = st.packed = tuple(t) + (lp_p, ids_p, budget_p, root_p,
-                                             dl_p, pl_p)
-                self._hot_tree = (_mark(out), _mark(draft), refs[0], refs[1],
-                                  refs[2], refs[3], n_max, want_score, st,
-                                  hp, vals, c, ptrs[0], ptrs[1], ptrs[2])
-        r = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
-              self._stream(stream))
-        if r:
-            raise fail(self._ffi, self._lib, r, "kdtree_build_ddtree")
-        return result
-
-    def _tree_shape(self, fn, key, shp, n_max, want_score):
-        R, L, K = shp
-        lay = self._layout(
-            fn,
-            ("kdtree_tree", Tree._fields + ("n_requests", "n_max")),
-            ("kdtree_draft", ("lp", "ids", "n_requests", "depth", "k")),
-            ("kdtree_requests", ("budget", "root_token", "depth_limit",
-                                 "past_len", "n_requests")))
-        W = (n_max + 31) // 32
-        rs, dims, rows, mshape = (R,), tuple(shp), (R, n_max), (R, n_max, W)
-        S, dev = _arrays.Seen, self.device
-        seen = [S(fn, "draft.ids", (I32,), dev, dims),
-                S(fn, "budget", (I32,), dev, rs),
-                S(fn, "root_token", (I32,), dev, rs),
-                S(fn, "depth_limit", (I32,), dev, rs, optional=True),
-                S(fn, "past_len", (I32,), dev, rs, optional=True)]
-        seen += [S(fn, "out." + f, (I32,), dev, rs if f == "n_nodes" else
-                   rows) for f in Tree._fields[:7]]
-        seen += [S(fn, "out.score", (F32,), dev, rows, optional=True),
-                 S(fn, "out.anc_mask", (I32, U32), dev, mshape)]
-        alloc = ((rs, I32),) + ((rows, I32),) * 6 + (
-            (rows, F32) if want_score else None, (mshape, I32))
-        st = _Shape(lay, seen, (rs, dims, rows, mshape), alloc)
-        self._shapes[key] = st
-        return st
+            lp, ids = fields_of("build_ddtree", "draft", draft, ("lp", "ids"))
+        return self._call(
+            _TREE, (lp, ids, budget, root_token,
+                    depth_limit, past_len) +
+            (out if out.__class__ is Tree else _TREE.outs(out, want_score)),
+            (n_max,), out, stream, _bind)
 
     # ---- §3 verify_attn ------------------------------------------------
 
     def verify_attn_workspace_size(self, n_requests, n_heads, n_max,
                                    page_size, max_pages):
-        """The bytes of device memory verify_attn needs for this shape."""
+        """The bytes of device memory verify_attn needs for this shape
+        (0: none)."""
         fn = "verify_attn_workspace_size"
+        key = (n_requests, n_heads, n_max, page_size, max_pages)
+        n = self._ws_sizes.get(key)
+        if n is not None:
+            return n
         ffi = self._ffi
         out = ffi.new("uint64_t *")
         st = self._lib.kdtree_verify_attn_workspace_size(
@@ -638,7 +828,21 @@ class Runtime(object):
         if st:
             raise fail(ffi, self._lib, st,
                        "kdtree_verify_attn_workspace_size")
-        return int(out[0])
+        n = self._ws_sizes[key] = int(out[0])
+        return n
+
+    def verify_attn_workspace(self, q, kv_cache, block_table):
+        """A new workspace for verify_attn on arrays of these shapes: a
+        uint8 array of verify_attn_workspace_size() bytes (torch, or CuPy
+        like q), to pass as `workspace=` call after call."""
+        fn = "verify_attn_workspace"
+        dev = self.device
+        R, N, H, _ = _arrays.first(fn, "q", q, (BF16,), 4, dev)[1]
+        page = _arrays.first(fn, "kv_cache", kv_cache, (BF16,), 3, dev)[1][1]
+        max_pages = _arrays.first(fn, "block_table", block_table, (I32,), 2,
+                                  dev)[1][1]
+        n = self.verify_attn_workspace_size(R, H, N, page, max_pages)
+        return _arrays.empty((n,), U8, dev, q)
 
     def verify_attn(self, q, kv_cache, block_table, past_len, tree, scale,
                     want_lse=True, workspace=None, out=None, stream=None,
@@ -647,154 +851,25 @@ class Runtime(object):
         kv_cache bfloat16 [pages, PAGE, 576], block_table int32
         [R, max_pages], past_len int32 [R], tree: a Tree (its n_nodes
         int32 [R] and anc_mask int32/uint32 [R, N_MAX, ceil(N_MAX/32)] are
-        read); workspace, if given, uint8 [bytes] of at least
-        verify_attn_workspace_size().  Returns Attn(o bfloat16
-        [R, N_MAX, H, 512], lse float32 [R, N_MAX, H] or None).  Without
-        `workspace`, the runtime allocates one per shape and keeps it."""
-        # The remembered call (the module's docstring): the same out Attn,
-        # tree Tree and tensors, the same scale and want_lse, every pointer
-        # as then.
-        h = self._hot_attn
-        if h is not None and out.__class__ is Attn and \
-                tree.__class__ is Tree:
-            (o_m, t_m, w_q, w_kv, w_bt, w_pl, w_ws, hs, hl, st, ptrs, vals,
-             c, a_a, a_t, a_r, a_k) = h
-            if out._kdt_mark is o_m and tree._kdt_mark is t_m and \
-                    w_q() is q is not None and \
-                    w_kv() is kv_cache is not None and \
-                    w_bt() is block_table is not None and \
-                    w_pl() is past_len is not None and \
-                    (workspace is None if w_ws is None else
-                     w_ws() is workspace is not None) and \
-                    scale.__class__ is float and scale == hs and \
-                    want_lse is hl and not _bind and \
-                    _get_ident() == st.owner:
-                o, lse = out
-                if (o.data_ptr(), 0 if lse is None else lse.data_ptr(),
-                        q.data_ptr(), kv_cache.data_ptr(),
-                        block_table.data_ptr(), past_len.data_ptr(),
-                        tree[0].data_ptr(), tree[8].data_ptr(),
-                        0 if workspace is None else workspace.data_ptr()) == \
-                        ptrs:
-                    if st.packed is not ptrs:
-                        st.repack(vals, ptrs)
-                    raw = _arrays._raw_stream
-                    sh = self._streams.get(raw(self.device)) if \
-                        stream is None and raw is not None else None
-                    if sh is None:
-                        sh = self._stream(stream)
-                    r = c(self._rt or self._handle("verify_attn"), a_a, a_t,
-                          a_r, a_k, sh)
-                    if r:
-                        raise fail(self._ffi, self._lib, r,
-                                   "kdtree_verify_attn")
-                    return out
-        fn = "verify_attn"
-        dev = self.device
+        read); workspace uint8 [bytes] of at least
+        verify_attn_workspace_size() (verify_attn_workspace() makes one),
+        or None: one allocated for the call.  Returns Attn(o bfloat16
+        [R, N_MAX, H, 512], lse float32 [R, N_MAX, H] or None)."""
         if scale.__class__ is not float:
             if not isinstance(scale, (float, int)) or isinstance(scale, bool):
-                raise TypeError("%s: scale must be a float, got %s"
-                                % (fn, type(scale).__name__))
+                raise TypeError("verify_attn: scale must be a float, got %s"
+                                % type(scale).__name__)
             scale = float(scale)
         try:
             n_nodes, anc_mask = tree.n_nodes, tree.anc_mask
         except AttributeError:
-            n_nodes, anc_mask = fields_of(fn, "tree", tree,
+            n_nodes, anc_mask = fields_of("verify_attn", "tree", tree,
                                           ("n_nodes", "anc_mask"))
-        sf, f = self._seen[fn], _arrays.seen_first
-        q_p, qs, _ = f(sf[0], q)
-        kv_p, ks, _ = f(sf[1], kv_cache)
-        bt_p, bs, _ = f(sf[2], block_table)
-        own_ws = workspace is None
-        key = (fn, qs, ks[1], ks[2], bs, bool(want_lse), own_ws)
-        st = self._shapes.get(key)
-        if st is None:
-            st = self._attn_shape(fn, key, qs, ks, bs, want_lse)
-        rs, oshape, lshape, mshape, page = st.extra
-        R, N, H, _ = qs
-        sv, sp = st.seen, _arrays.seen_ptr
-        pl_p, nn_p, m_p = sp(sv[0], past_len), sp(sv[1], n_nodes), sp(
-            sv[2], anc_mask)
-        if not own_ws:
-            ws_p, (ws_n,), _ = _arrays.checked(fn, "workspace", workspace,
-                                               (U8,), (None,), dev)
-        else:
-            ws = st.keep
-            if ws is None:
-                # Only after every check: this asks the library.
-                ws = st.keep = self._workspace(R, H, N, page, bs[1], q)
-            ws_p, ws_n = ws[1], ws[2]
-        if out is None:
-            (o, lse), (o_p, lse_p) = _arrays.new_arrays(st.alloc, dev, q)
-        else:
-            o, lse = outputs(out, 2, fn, Attn)
-            o_p, lse_p = sp(sv[3], o), sp(sv[4], lse)
-        vals = (q_p, o_p, lse_p, ws_p, ws_n, H, scale, nn_p, m_p, R, N, pl_p,
-                R, kv_p, bt_p, page, bs[1])
-        ptrs, buf = st.args(_bind, vals)
-        result = out if out.__class__ is Attn else _new(Attn, (o, lse))
-        c = self._lib.kdtree_verify_attn
-        if _bind:
-            return self._bound("kdtree_verify_attn", ptrs, buf, result)
-        if out.__class__ is Attn and tree.__class__ is Tree and \
-                _get_ident() == st.owner and \
-                (want_lse is True or want_lse is False):
-            refs = _refs(q, kv_cache, block_table, past_len, workspace, o,
-                         lse, n_nodes, anc_mask)
-            if refs is not None:
-                hp = st.packed = (o_p, lse_p, q_p, kv_p, bt_p, pl_p, nn_p,
-                                  m_p, 0 if own_ws else ws_p)
-                self._hot_attn = (_mark(out), _mark(tree), refs[0], refs[1],
-                                  refs[2], refs[3], refs[4], scale, want_lse,
-                                  st, hp, vals, c, ptrs[0], ptrs[1], ptrs[2],
-                                  ptrs[3])
-        r = c(self._rt or self._handle(fn), ptrs[0], ptrs[1], ptrs[2],
-              ptrs[3], self._stream(stream))
-        if r:
-            raise fail(self._ffi, self._lib, r, "kdtree_verify_attn")
-        return result
-
-    def _attn_shape(self, fn, key, qs, ks, bs, want_lse):
-        R, N, H, d = qs
-        if d != KV_DIM:
-            raise ValueError("%s: q must have shape [?, ?, ?, %d], got %s"
-                             % (fn, KV_DIM, list(qs)))
-        if ks[2] != KV_DIM:
-            raise ValueError("%s: kv_cache must have shape [?, ?, %d], got "
-                             "%s" % (fn, KV_DIM, list(ks)))
-        if bs[0] != R:
-            raise ValueError("%s: block_table must have shape [%d, ?], got "
-                             "%s" % (fn, R, list(bs)))
-        lay = self._layout(
-            fn,
-            ("kdtree_attn", ("q", "o", "lse", "workspace", "workspace_bytes",
-                             "n_heads", "scale")),
-            ("kdtree_tree", ("n_nodes", "anc_mask", "n_requests", "n_max")),
-            ("kdtree_requests", ("past_len", "n_requests")),
-            ("kdtree_kv_cache", ("data", "block_table", "page_size",
-                                 "max_pages")))
-        rs, oshape, lshape, mshape = (R,), (R, N, H, V_DIM), (R, N, H), (
-            R, N, (N + 31) // 32)
-        S, dev = _arrays.Seen, self.device
-        st = _Shape(lay, (S(fn, "past_len", (I32,), dev, rs),
-                          S(fn, "tree.n_nodes", (I32,), dev, rs),
-                          S(fn, "tree.anc_mask", (I32, U32), dev, mshape),
-                          S(fn, "out.o", (BF16,), dev, oshape),
-                          S(fn, "out.lse", (F32,), dev, lshape,
-                            optional=True)),
-                    (rs, oshape, lshape, mshape, ks[1]),
-                    ((oshape, BF16), (lshape, F32) if want_lse else None))
-        self._shapes[key] = st
-        return st
-
-    def _workspace(self, R, H, N, page, max_pages, like):
-        """(array or None, pointer, bytes): the workspace the runtime keeps
-        for one verify_attn shape."""
-        n = self.verify_attn_workspace_size(R, H, N, page, max_pages)
-        if not n:
-            return (None, 0, 0)
-        ws = _arrays.empty((max(n, 16),), U8, self.device, like)
-        return (ws, _arrays.new_ptr(ws), n)
+        return self._call(
+            _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask) +
+            (out if out.__class__ is Attn else _ATTN.outs(out, want_lse)) +
+            (_NEW if workspace is None else workspace,),
+            (scale,), out, stream, _bind)
 
     # ---- §4 tree_accept ------------------------------------------------
 
@@ -805,113 +880,19 @@ class Runtime(object):
         int32 [R, N_MAX] are read); target int32 [R, N_MAX]; max_accept
         int32 [R] or None.  Returns Accept(accept_len [R], accept_idx
         [R, L+1], accept_token [R, L+1], bonus [R])."""
-        # The remembered call (the module's docstring): the same out
-        # Accept, tree Tree and tensors, the same L, every pointer as then.
-        h = self._hot_accept
-        if h is not None and out.__class__ is Accept and \
-                tree.__class__ is Tree:
-            (o_m, t_m, w_tg, w_ma, hL, st, ptrs, vals, c, a_a, a_t, tg_p,
-             a_r) = h
-            if out._kdt_mark is o_m and tree._kdt_mark is t_m and \
-                    w_tg() is target is not None and \
-                    (max_accept is None if w_ma is None else
-                     w_ma() is max_accept is not None) and \
-                    L.__class__ is int and L == hL and not _bind and \
-                    _get_ident() == st.owner:
-                o0, o1, o2, o3 = out
-                if (o0.data_ptr(), o1.data_ptr(), o2.data_ptr(),
-                        o3.data_ptr(), tree[0].data_ptr(), tree[1].data_ptr(),
-                        tree[5].data_ptr(), tree[6].data_ptr(),
-                        target.data_ptr(),
-                        0 if max_accept is None else max_accept.data_ptr()) \
-                        == ptrs:
-                    if st.packed is not ptrs:
-                        st.repack(vals, ptrs)
-                    raw = _arrays._raw_stream
-                    sh = self._streams.get(raw(self.device)) if \
-                        stream is None and raw is not None else None
-                    if sh is None:
-                        sh = self._stream(stream)
-                    r = c(self._rt or self._handle("tree_accept"), a_a, a_t,
-                          tg_p, a_r, sh)
-                    if r:
-                        raise fail(self._ffi, self._lib, r,
-                                   "kdtree_tree_accept")
-                    return out
-        fn = "tree_accept"
-        dev = self.device
         if L.__class__ is not int:
-            L = int_arg(fn, "L", L)
+            L = int_arg("tree_accept", "L", L)
         try:
-            n_nodes, token = tree.n_nodes, tree.token
-            first_child, next_sibling = tree.first_child, tree.next_sibling
+            xs = (tree.token, tree.first_child, tree.next_sibling,
+                  tree.n_nodes)
         except AttributeError:
-            n_nodes, token, first_child, next_sibling = fields_of(
-                fn, "tree", tree,
-                ("n_nodes", "token", "first_child", "next_sibling"))
-        tok_p, ts, _ = _arrays.seen_first(self._seen[fn][0], token)
-        key = (fn, ts, L)
-        st = self._shapes.get(key)
-        if st is None:
-            st = self._accept_shape(fn, key, ts, L)
-        rs, ps = st.extra
-        R, N = ts
-        sv, sp = st.seen, _arrays.seen_ptr
-        fc_p, ns_p = sp(sv[0], first_child), sp(sv[1], next_sibling)
-        nn_p, tg_p = sp(sv[2], n_nodes), sp(sv[3], target)
-        ma_p = sp(sv[4], max_accept)
-        if out is None:
-            o, (a0, a1, a2, a3) = _arrays.new_arrays(st.alloc, dev, token)
-        else:
-            o = outputs(out, 4, fn, Accept)
-            a0, a1 = sp(sv[5], o[0]), sp(sv[6], o[1])
-            a2, a3 = sp(sv[7], o[2]), sp(sv[8], o[3])
-        vals = (a0, a1, a2, a3, R, L, nn_p, tok_p, fc_p, ns_p, R, N, ma_p, R)
-        ptrs, buf = st.args(_bind, vals)
-        acc_p, tree_p, req_p = ptrs
-        result = out if out.__class__ is Accept else _new(Accept, o)
-        c = self._lib.kdtree_tree_accept
-        if _bind:
-            return self._bound("kdtree_tree_accept",
-                               (acc_p, tree_p, tg_p, req_p), buf, result)
-        if out.__class__ is Accept and tree.__class__ is Tree and \
-                _get_ident() == st.owner:
-            refs = _refs(target, max_accept, n_nodes, token, first_child,
-                         next_sibling, *o)
-            if refs is not None:
-                hp = st.packed = (a0, a1, a2, a3, nn_p, tok_p, fc_p, ns_p,
-                                  tg_p, ma_p)
-                self._hot_accept = (_mark(out), _mark(tree), refs[0],
-                                    refs[1], L, st, hp, vals, c, acc_p,
-                                    tree_p, tg_p, req_p)
-        r = c(self._rt or self._handle(fn), acc_p, tree_p, tg_p, req_p,
-              self._stream(stream))
-        if r:
-            raise fail(self._ffi, self._lib, r, "kdtree_tree_accept")
-        return result
-
-    def _accept_shape(self, fn, key, ts, L):
-        R, N = ts
-        lay = self._layout(
-            fn,
-            ("kdtree_accept", Accept._fields + ("n_requests", "depth")),
-            ("kdtree_tree", ("n_nodes", "token", "first_child",
-                             "next_sibling", "n_requests", "n_max")),
-            ("kdtree_requests", ("max_accept", "n_requests")))
-        rs, ps, ts = (R,), (R, L + 1), tuple(ts)
-        S, dev = _arrays.Seen, self.device
-        seen = [S(fn, "tree.first_child", (I32,), dev, ts),
-                S(fn, "tree.next_sibling", (I32,), dev, ts),
-                S(fn, "tree.n_nodes", (I32,), dev, rs),
-                S(fn, "target", (I32,), dev, ts),
-                S(fn, "max_accept", (I32,), dev, rs, optional=True)]
-        seen += [S(fn, "out." + f, (I32,), dev, rs if f in ("accept_len",
-                                                            "bonus") else ps)
-                 for f in Accept._fields]
-        st = _Shape(lay, seen, (rs, ps),
-                    ((rs, I32), (ps, I32), (ps, I32), (rs, I32)))
-        self._shapes[key] = st
-        return st
+            xs = tuple(fields_of("tree_accept", "tree", tree,
+                                 ("token", "first_child", "next_sibling",
+                                  "n_nodes")))
+        return self._call(
+            _ACCEPT, xs + (target, max_accept) +
+            (out if out.__class__ is Accept else _ACCEPT.outs(out)),
+            (L,), out, stream, _bind)
 
 
 def _default_device():

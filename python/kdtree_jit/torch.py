@@ -1,50 +1,99 @@
-"""The four kernels as torch ops: ``import kdtree_jit.torch`` registers
+"""The four kernels as torch ops.  ``import kdtree_jit.torch`` registers
+them in the namespace ``kdtree`` with ``torch.library.Library("kdtree",
+"FRAGMENT")``, one schema each (SCHEMAS below):
 
-    torch.ops.kdtree.draft_topk(logits, k) -> (lp, ids)
-    torch.ops.kdtree.build_ddtree(lp, ids, budget, root_token, n_max,
-                                  depth_limit=None, past_len=None)
-        -> (n_nodes, token, parent, depth, position, first_child,
-            next_sibling, score, anc_mask)
-    torch.ops.kdtree.verify_attn(q, kv_cache, block_table, past_len,
-                                 n_nodes, anc_mask, scale) -> (o, lse)
-    torch.ops.kdtree.tree_accept(n_nodes, token, first_child,
-                                 next_sibling, target, L, max_accept=None)
-        -> (accept_len, accept_idx, accept_token, bonus)
+    torch.ops.kdtree.draft_topk_out(logits, k, lp, ids)
+    torch.ops.kdtree.build_ddtree_out(lp, ids, budget, root_token, n_max,
+        depth_limit, past_len, n_nodes, token, parent, depth, position,
+        first_child, next_sibling, score, anc_mask)
+    torch.ops.kdtree.verify_attn_out(q, kv_cache, block_table, past_len,
+        n_nodes, anc_mask, scale, o, lse, workspace)
+    torch.ops.kdtree.tree_accept_out(n_nodes, token, first_child,
+        next_sibling, target, L, max_accept, accept_len, accept_idx,
+        accept_token, bonus)
 
-and, for servers that preallocate, ``<name>_out`` with the outputs as the
-last arguments, written in place (it returns nothing).  Each has a fake
-implementation that gives every output's shape and dtype and checks the
-arguments as the Runtime methods do, so torch.compile traces them
-(fullgraph) and bad input fails while tracing; each launches on the
-current torch stream, so a round captures in a torch.cuda.CUDAGraph.
-The arrays are those of the Runtime methods (docs in kdtree_jit); the
-ops always write `score` and `lse` (the methods can skip them).
+write into the outputs given (``Tensor(a!)`` in the schema) and return
+nothing: the form a server that preallocates calls.  The functional ops,
+``draft_topk``, ``build_ddtree``, ``verify_attn`` and ``tree_accept``
+(the same arguments without the outputs and the workspace), allocate the
+outputs (and the workspace) and launch as the out-variant does.  The ops
+always write `score` and `lse`.
 
-One Runtime per CUDA device serves the ops (``runtime(device)``).
+Each op has a CUDA implementation, which launches on the current torch
+stream through the Runtime of the tensors' device (``runtime(device)``)
+and the Runtime's one checked path (kdtree_jit._runtime), and a fake one
+(``torch.library.register_fake``) that gives every output's shape and
+dtype and makes the Runtime's checks with its messages, so that
+torch.compile traces a round (fullgraph) and bad input fails while
+tracing; fake tensors may be on a CUDA device or on "meta".  A CPU
+tensor gets the methods' TypeError naming the argument (a CPU
+implementation that only refuses, rather than the dispatcher's "could not
+run ... with arguments from the 'CPU' backend").
+
+verify_attn_out's workspace is an argument, so the op holds no state:
+``verify_attn_workspace(q, kv_cache, block_table)`` makes one of the size
+the shape needs, once, before the loop (or the CUDA graph) that uses it.
 """
 import threading
-from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from . import _arrays
-from ._arrays import BF16, F32, I32, U32
-from ._runtime import KV_DIM, V_DIM, Runtime
+from ._runtime import (_ACCEPT, _ATTN, _DRAFT, _NEW, _TREE, Runtime,
+                       device_ordinal)
 
 _arrays.torch_module()
 _runtimes = {}
 _lock = threading.Lock()
 
+#: Every op's schema, in registration order.
+SCHEMAS = {
+    "draft_topk_out":
+        "draft_topk_out(Tensor logits, int k, Tensor(a!) lp, "
+        "Tensor(b!) ids) -> ()",
+    "draft_topk":
+        "draft_topk(Tensor logits, int k) -> (Tensor lp, Tensor ids)",
+    "build_ddtree_out":
+        "build_ddtree_out(Tensor lp, Tensor ids, Tensor budget, "
+        "Tensor root_token, int n_max, Tensor? depth_limit, "
+        "Tensor? past_len, Tensor(a!) n_nodes, Tensor(b!) token, "
+        "Tensor(c!) parent, Tensor(d!) depth, Tensor(e!) position, "
+        "Tensor(f!) first_child, Tensor(g!) next_sibling, "
+        "Tensor(h!) score, Tensor(i!) anc_mask) -> ()",
+    "build_ddtree":
+        "build_ddtree(Tensor lp, Tensor ids, Tensor budget, "
+        "Tensor root_token, int n_max, Tensor? depth_limit=None, "
+        "Tensor? past_len=None) -> (Tensor n_nodes, Tensor token, "
+        "Tensor parent, Tensor depth, Tensor position, "
+        "Tensor first_child, Tensor next_sibling, Tensor score, "
+        "Tensor anc_mask)",
+    "verify_attn_out":
+        "verify_attn_out(Tensor q, Tensor kv_cache, Tensor block_table, "
+        "Tensor past_len, Tensor n_nodes, Tensor anc_mask, float scale, "
+        "Tensor(a!) o, Tensor(b!) lse, Tensor(c!) workspace) -> ()",
+    "verify_attn":
+        "verify_attn(Tensor q, Tensor kv_cache, Tensor block_table, "
+        "Tensor past_len, Tensor n_nodes, Tensor anc_mask, float scale) "
+        "-> (Tensor o, Tensor lse)",
+    "tree_accept_out":
+        "tree_accept_out(Tensor n_nodes, Tensor token, Tensor first_child, "
+        "Tensor next_sibling, Tensor target, int L, Tensor? max_accept, "
+        "Tensor(a!) accept_len, Tensor(b!) accept_idx, "
+        "Tensor(c!) accept_token, Tensor(d!) bonus) -> ()",
+    "tree_accept":
+        "tree_accept(Tensor n_nodes, Tensor token, Tensor first_child, "
+        "Tensor next_sibling, Tensor target, int L, "
+        "Tensor? max_accept=None) -> (Tensor accept_len, "
+        "Tensor accept_idx, Tensor accept_token, Tensor bonus)",
+}
+
 
 def runtime(device=None):
-    """The Runtime the ops use on CUDA device `device` (an ordinal or a
-    torch.device; default: the current one), made on first use."""
-    if device is None:
-        device = torch.cuda.current_device()
-    elif isinstance(device, torch.device):
-        device = device.index if device.index is not None else \
-            torch.cuda.current_device()
+    """The Runtime the ops use on CUDA device `device` (an ordinal, a
+    torch.device or "cuda:N"; default: the current one), made on first
+    use."""
+    device = device_ordinal("runtime", device)
     rt = _runtimes.get(device)
     if rt is None:
         with _lock:
@@ -54,66 +103,114 @@ def runtime(device=None):
     return rt
 
 
-def _rt_for(fn, name, x, dtypes):
-    """The runtime of the device `x` is on; a tensor that is not on a
-    CUDA device gets the methods' own TypeError here."""
-    dev = x.get_device() if isinstance(x, Tensor) else -1
-    if dev < 0:
-        _arrays.checked(fn, name, x, dtypes, None, 0)
-    return runtime(dev)
+def verify_attn_workspace(q, kv_cache, block_table):
+    """A uint8 tensor of the bytes verify_attn_out needs on tensors of
+    these shapes (verify_attn_workspace_size), on q's device."""
+    return runtime(q.device).verify_attn_workspace(q, kv_cache, block_table)
 
 
-class _Draft(object):
-    __slots__ = ("lp", "ids")
-
-    def __init__(self, lp, ids):
-        self.lp, self.ids = lp, ids
-
-
-class _Tree(object):
-    """The fields of a tree an op receives one by one."""
-
-    __slots__ = ("n_nodes", "token", "first_child", "next_sibling",
-                 "anc_mask")
-
-    def __init__(self, n_nodes, token=None, first_child=None,
-                 next_sibling=None, anc_mask=None):
-        self.n_nodes, self.token = n_nodes, token
-        self.first_child, self.next_sibling = first_child, next_sibling
-        self.anc_mask = anc_mask
+def _runtime_of(k, x):
+    """The Runtime of the device of `x`, the op's first tensor."""
+    rt = _runtimes.get(x.get_device())
+    if rt is None:
+        if x.get_device() < 0:  # the methods' own TypeError
+            i = k.lead[0][0]
+            _arrays.checked(k.name, k.names[i], x, k.dtypes[i], None, 0)
+        rt = runtime(x.get_device())
+    return rt
 
 
-# ---- the checks of the fake implementations ---------------------------------
+# ---- the implementations ----------------------------------------------------
 #
-# What the methods check, on tensors that have no memory (FakeTensor,
-# meta): the same messages, raised while torch.compile traces.
+# Each builds the kernel's row of slots (inputs, then outputs) and runs
+# the Runtime's checked path; a functional op gives _NEW for each output.
 
-def _meta(fn, name, x, dtypes, shape):
+def _draft_topk_out(logits, k, lp, ids):
+    _runtime_of(_DRAFT, logits)._call(_DRAFT, (logits, lp, ids), (k,), None,
+                                      None)
+
+
+def _draft_topk(logits, k):
+    return tuple(_runtime_of(_DRAFT, logits)._call(
+        _DRAFT, (logits,) + _DRAFT.fresh[1], (k,), None, None))
+
+
+def _build_ddtree_out(lp, ids, budget, root_token, n_max, depth_limit,
+                      past_len, *out):
+    _runtime_of(_TREE, lp)._call(
+        _TREE, (lp, ids, budget, root_token, depth_limit, past_len) + out,
+        (n_max,), None, None)
+
+
+def _build_ddtree(lp, ids, budget, root_token, n_max, depth_limit=None,
+                  past_len=None):
+    return tuple(_runtime_of(_TREE, lp)._call(
+        _TREE, (lp, ids, budget, root_token, depth_limit, past_len) +
+        _TREE.fresh[1], (n_max,), None, None))
+
+
+def _verify_attn_out(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
+                     scale, o, lse, workspace):
+    _runtime_of(_ATTN, q)._call(
+        _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask, o,
+                lse, workspace), (scale,), None, None)
+
+
+def _verify_attn(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
+                 scale):
+    return tuple(_runtime_of(_ATTN, q)._call(
+        _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask) +
+        _ATTN.fresh[1] + (_NEW,), (scale,), None, None))
+
+
+def _tree_accept_out(n_nodes, token, first_child, next_sibling, target, L,
+                     max_accept, *out):
+    _runtime_of(_ACCEPT, token)._call(
+        _ACCEPT, (token, first_child, next_sibling, n_nodes, target,
+                  max_accept) + out, (L,), None, None)
+
+
+def _tree_accept(n_nodes, token, first_child, next_sibling, target, L,
+                 max_accept=None):
+    return tuple(_runtime_of(_ACCEPT, token)._call(
+        _ACCEPT, (token, first_child, next_sibling, n_nodes, target,
+                  max_accept) + _ACCEPT.fresh[1], (L,), None, None))
+
+
+# ---- the fake implementations -----------------------------------------------
+#
+# The Runtime's checks (_runtime._Kernel: the slots, their dtypes, the
+# shapes `sizes` gives) with its messages, on tensors that have no memory
+# (FakeTensor, meta).
+
+def _fake_slot(fn, name, x, dtypes, shape):
+    """(shape, DType) of the tensor `x` after the checks of one slot."""
     if not isinstance(x, Tensor):
         raise TypeError("%s: %s must be a CUDA array, got a %s, not a CUDA "
                         "tensor or an object with __cuda_array_interface__"
                         % (fn, name, type(x).__name__))
-    if x.device.type != "cuda":
+    if x.device.type not in ("cuda", "meta"):
         raise TypeError("%s: %s must be a CUDA array, got a tensor on %s, "
                         "not on a CUDA device" % (fn, name, x.device))
-    if not any(x.dtype is d.torch for d in dtypes):
+    dt = [d for d in dtypes if x.dtype is d.torch]
+    if not dt:
         raise TypeError("%s: %s must be %s, got %s" % (
             fn, name, " or ".join(d.name for d in dtypes),
             _arrays._dtype_name(x.dtype)))
-    if shape is not None:
-        s = tuple(x.shape)
-        if len(s) != len(shape) or any(
-                w is not None and w != n for w, n in zip(shape, s)):
-            raise ValueError("%s: %s must have shape %s, got %s" % (
-                fn, name, _arrays._fmt_shape(shape), _arrays._fmt_shape(s)))
+    s = tuple(x.shape)
+    if shape is not None and (len(s) != len(shape) or any(
+            w is not None and w != n for w, n in zip(shape, s))):
+        raise ValueError("%s: %s must have shape %s, got %s" % (
+            fn, name, _arrays._fmt_shape(shape), _arrays._fmt_shape(s)))
     if not x.is_contiguous():
         raise ValueError("%s: %s must be contiguous (C order); call "
                          ".contiguous() first" % (fn, name))
-    return tuple(x.shape)
+    return s, dt[0]
 
 
 def _same_device(fn, first, named):
-    """Every array on the device of the first, (name, array)."""
+    """Every tensor of `named`, (name, tensor), on the device of `first`,
+    (name, tensor)."""
     first_name, first = first
     for name, x in named:
         if x is not None and x.device != first.device:
@@ -121,233 +218,90 @@ def _same_device(fn, first, named):
                 fn, name, x.device, first_name, first.device))
 
 
-def _draft_meta(fn, logits, k):
-    s = _meta(fn, "logits", logits, (F32, BF16), None)
-    if len(s) < 2:
-        raise ValueError("%s: logits must have shape [..., V] with at least "
-                         "2 dimensions, got %s" % (fn, list(s)))
-    return s[:-1] + (k,)
+def _fake_check(k, xs, args):
+    """The checks of a call of kernel `k` on the slots `xs`; returns the
+    shape of every slot by name."""
+    fn = k.name
+    lead, is_lead = [], set()
+    for i, ndim in k.lead:
+        is_lead.add(i)
+        lead.append(None if xs[i] is _NEW else _fake_slot(
+            fn, k.names[i], xs[i], k.dtypes[i],
+            None if ndim is None else (None,) * ndim))
+    shapes = k.sizes(fn, lead, args[:k.key_args])[1]
+    for i, x in enumerate(xs):
+        if i not in is_lead and x is not _NEW and not (
+                x is None and k.optional[i]):
+            _fake_slot(fn, k.names[i], x, k.dtypes[i], shapes[k.names[i]])
+    i = k.lead[0][0]
+    _same_device(fn, (k.names[i], xs[i]),
+                 [(n, x) for n, x in zip(k.names, xs) if x is not _NEW])
+    return shapes
 
 
-def _tree_meta(fn, lp, ids, budget, root_token, n_max, depth_limit,
-               past_len):
-    R, L, K = _meta(fn, "draft.lp", lp, (F32,), (None, None, None))
-    _meta(fn, "draft.ids", ids, (I32,), (R, L, K))
-    _meta(fn, "budget", budget, (I32,), (R,))
-    _meta(fn, "root_token", root_token, (I32,), (R,))
-    if depth_limit is not None:
-        _meta(fn, "depth_limit", depth_limit, (I32,), (R,))
-    if past_len is not None:
-        _meta(fn, "past_len", past_len, (I32,), (R,))
-    _same_device(fn, ("draft.lp", lp),
-                 (("draft.ids", ids), ("budget", budget),
-                  ("root_token", root_token), ("depth_limit", depth_limit),
-                  ("past_len", past_len)))
-    return R, (n_max + 31) // 32
+def _fake_outputs(k, xs, args):
+    """New fake tensors for k's outputs, after the checks."""
+    shapes = _fake_check(k, xs, args)
+    like = xs[k.lead[0][0]]
+    return tuple(like.new_empty(shapes[k.names[i]],
+                                dtype=k.dtypes[i][0].torch)
+                 for i in range(k.n_in, k.n_in + k.n_out))
 
 
-def _attn_meta(fn, q, kv_cache, block_table, past_len, n_nodes, anc_mask):
-    R, N, H, _ = _meta(fn, "q", q, (BF16,), (None, None, None, KV_DIM))
-    _meta(fn, "kv_cache", kv_cache, (BF16,), (None, None, KV_DIM))
-    _meta(fn, "block_table", block_table, (I32,), (R, None))
-    _meta(fn, "past_len", past_len, (I32,), (R,))
-    _meta(fn, "tree.n_nodes", n_nodes, (I32,), (R,))
-    _meta(fn, "tree.anc_mask", anc_mask, (I32, U32), (R, N, (N + 31) // 32))
-    _same_device(fn, ("q", q),
-                 (("kv_cache", kv_cache), ("block_table", block_table),
-                  ("past_len", past_len), ("tree.n_nodes", n_nodes),
-                  ("tree.anc_mask", anc_mask)))
-    return R, N, H
+def _fake_draft_topk_out(logits, k, lp, ids):
+    _fake_check(_DRAFT, (logits, lp, ids), (k,))
 
 
-def _accept_meta(fn, n_nodes, token, first_child, next_sibling, target,
-                 max_accept):
-    R, N = _meta(fn, "tree.token", token, (I32,), (None, None))
-    _meta(fn, "tree.first_child", first_child, (I32,), (R, N))
-    _meta(fn, "tree.next_sibling", next_sibling, (I32,), (R, N))
-    _meta(fn, "tree.n_nodes", n_nodes, (I32,), (R,))
-    _meta(fn, "target", target, (I32,), (R, N))
-    if max_accept is not None:
-        _meta(fn, "max_accept", max_accept, (I32,), (R,))
-    _same_device(fn, ("tree.token", token),
-                 (("tree.first_child", first_child),
-                  ("tree.next_sibling", next_sibling),
-                  ("tree.n_nodes", n_nodes), ("target", target),
-                  ("max_accept", max_accept)))
-    return R
+def _fake_draft_topk(logits, k):
+    return _fake_outputs(_DRAFT, (logits, _NEW, _NEW), (k,))
 
 
-# ---- §1 draft_topk -------------------------------------------------------
-
-@torch.library.custom_op("kdtree::draft_topk", mutates_args=())
-def draft_topk(logits: Tensor, k: int) -> Tuple[Tensor, Tensor]:
-    rt = _rt_for("draft_topk", "logits", logits, (F32, BF16))
-    return tuple(rt.draft_topk(logits, k))
+def _fake_build_ddtree_out(lp, ids, budget, root_token, n_max, depth_limit,
+                           past_len, *out):
+    _fake_check(_TREE, (lp, ids, budget, root_token, depth_limit, past_len)
+                + out, (n_max,))
 
 
-@draft_topk.register_fake
-def _(logits, k):
-    s = _draft_meta("draft_topk", logits, k)
-    return (logits.new_empty(s, dtype=torch.float32),
-            logits.new_empty(s, dtype=torch.int32))
+def _fake_build_ddtree(lp, ids, budget, root_token, n_max, depth_limit=None,
+                       past_len=None):
+    return _fake_outputs(_TREE, (lp, ids, budget, root_token, depth_limit,
+                                 past_len) + (_NEW,) * 9, (n_max,))
 
 
-@torch.library.custom_op("kdtree::draft_topk_out", mutates_args=("lp", "ids"))
-def draft_topk_out(logits: Tensor, k: int, lp: Tensor, ids: Tensor) -> None:
-    rt = _rt_for("draft_topk", "logits", logits, (F32, BF16))
-    rt.draft_topk(logits, k, out=(lp, ids))
+def _fake_verify_attn_out(q, kv_cache, block_table, past_len, n_nodes,
+                          anc_mask, scale, o, lse, workspace):
+    _fake_check(_ATTN, (q, kv_cache, block_table, past_len, n_nodes,
+                        anc_mask, o, lse, workspace), (scale,))
 
 
-@draft_topk_out.register_fake
-def _(logits, k, lp, ids):
-    s = _draft_meta("draft_topk", logits, k)
-    _meta("draft_topk", "out.lp", lp, (F32,), s)
-    _meta("draft_topk", "out.ids", ids, (I32,), s)
+def _fake_verify_attn(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
+                      scale):
+    return _fake_outputs(_ATTN, (q, kv_cache, block_table, past_len, n_nodes,
+                                 anc_mask, _NEW, _NEW, _NEW), (scale,))
 
 
-# ---- §2 build_ddtree -----------------------------------------------------
-
-_TREE_OUT = ("n_nodes", "token", "parent", "depth", "position",
-             "first_child", "next_sibling", "score", "anc_mask")
-
-
-@torch.library.custom_op("kdtree::build_ddtree", mutates_args=())
-def build_ddtree(lp: Tensor, ids: Tensor, budget: Tensor, root_token: Tensor,
-                 n_max: int, depth_limit: Optional[Tensor] = None,
-                 past_len: Optional[Tensor] = None
-                 ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                            Tensor, Tensor, Tensor]:
-    rt = _rt_for("build_ddtree", "draft.lp", lp, (F32,))
-    return tuple(rt.build_ddtree(_Draft(lp, ids), budget, root_token, n_max,
-                                 depth_limit, past_len, want_score=True))
+def _fake_tree_accept_out(n_nodes, token, first_child, next_sibling, target,
+                          L, max_accept, *out):
+    _fake_check(_ACCEPT, (token, first_child, next_sibling, n_nodes, target,
+                          max_accept) + out, (L,))
 
 
-def _tree_outputs(lp, R, n_max, W):
-    i32 = torch.int32
-    rows = (R, n_max)
-    return (lp.new_empty((R,), dtype=i32),) + tuple(
-        lp.new_empty(rows, dtype=i32) for _ in range(6)) + (
-        lp.new_empty(rows, dtype=torch.float32),
-        lp.new_empty((R, n_max, W), dtype=i32))
+def _fake_tree_accept(n_nodes, token, first_child, next_sibling, target, L,
+                      max_accept=None):
+    return _fake_outputs(_ACCEPT, (token, first_child, next_sibling, n_nodes,
+                                   target, max_accept) + (_NEW,) * 4, (L,))
 
 
-@build_ddtree.register_fake
-def _(lp, ids, budget, root_token, n_max, depth_limit=None, past_len=None):
-    R, W = _tree_meta("build_ddtree", lp, ids, budget, root_token, n_max,
-                      depth_limit, past_len)
-    return _tree_outputs(lp, R, n_max, W)
+# ---- registration -----------------------------------------------------------
 
+LIBRARY = torch.library.Library("kdtree", "FRAGMENT")
 
-@torch.library.custom_op("kdtree::build_ddtree_out", mutates_args=_TREE_OUT)
-def build_ddtree_out(lp: Tensor, ids: Tensor, budget: Tensor,
-                     root_token: Tensor, n_max: int,
-                     depth_limit: Optional[Tensor],
-                     past_len: Optional[Tensor], n_nodes: Tensor,
-                     token: Tensor, parent: Tensor, depth: Tensor,
-                     position: Tensor, first_child: Tensor,
-                     next_sibling: Tensor, score: Tensor,
-                     anc_mask: Tensor) -> None:
-    rt = _rt_for("build_ddtree", "draft.lp", lp, (F32,))
-    rt.build_ddtree(_Draft(lp, ids), budget, root_token, n_max, depth_limit,
-                    past_len, out=(n_nodes, token, parent, depth, position,
-                                   first_child, next_sibling, score,
-                                   anc_mask))
-
-
-@build_ddtree_out.register_fake
-def _(lp, ids, budget, root_token, n_max, depth_limit, past_len, *out):
-    fn = "build_ddtree"
-    R, W = _tree_meta(fn, lp, ids, budget, root_token, n_max, depth_limit,
-                      past_len)
-    for name, x, dt, s in zip(
-            _TREE_OUT, out, (I32,) * 7 + (F32, I32),
-            ((R,),) + ((R, n_max),) * 7 + ((R, n_max, W),)):
-        _meta(fn, "out." + name, x, (I32, U32) if name == "anc_mask"
-              else (dt,), s)
-
-
-# ---- §3 verify_attn ------------------------------------------------------
-
-@torch.library.custom_op("kdtree::verify_attn", mutates_args=())
-def verify_attn(q: Tensor, kv_cache: Tensor, block_table: Tensor,
-                past_len: Tensor, n_nodes: Tensor, anc_mask: Tensor,
-                scale: float) -> Tuple[Tensor, Tensor]:
-    rt = _rt_for("verify_attn", "q", q, (BF16,))
-    return tuple(rt.verify_attn(q, kv_cache, block_table, past_len,
-                                _Tree(n_nodes, anc_mask=anc_mask), scale))
-
-
-@verify_attn.register_fake
-def _(q, kv_cache, block_table, past_len, n_nodes, anc_mask, scale):
-    R, N, H = _attn_meta("verify_attn", q, kv_cache, block_table, past_len,
-                         n_nodes, anc_mask)
-    return (q.new_empty((R, N, H, V_DIM), dtype=torch.bfloat16),
-            q.new_empty((R, N, H), dtype=torch.float32))
-
-
-@torch.library.custom_op("kdtree::verify_attn_out", mutates_args=("o", "lse"))
-def verify_attn_out(q: Tensor, kv_cache: Tensor, block_table: Tensor,
-                    past_len: Tensor, n_nodes: Tensor, anc_mask: Tensor,
-                    scale: float, o: Tensor, lse: Tensor) -> None:
-    rt = _rt_for("verify_attn", "q", q, (BF16,))
-    rt.verify_attn(q, kv_cache, block_table, past_len,
-                   _Tree(n_nodes, anc_mask=anc_mask), scale, out=(o, lse))
-
-
-@verify_attn_out.register_fake
-def _(q, kv_cache, block_table, past_len, n_nodes, anc_mask, scale, o, lse):
-    fn = "verify_attn"
-    R, N, H = _attn_meta(fn, q, kv_cache, block_table, past_len, n_nodes,
-                         anc_mask)
-    _meta(fn, "out.o", o, (BF16,), (R, N, H, V_DIM))
-    _meta(fn, "out.lse", lse, (F32,), (R, N, H))
-
-
-# ---- §4 tree_accept ------------------------------------------------------
-
-@torch.library.custom_op("kdtree::tree_accept", mutates_args=())
-def tree_accept(n_nodes: Tensor, token: Tensor, first_child: Tensor,
-                next_sibling: Tensor, target: Tensor, L: int,
-                max_accept: Optional[Tensor] = None
-                ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    rt = _rt_for("tree_accept", "tree.token", token, (I32,))
-    return tuple(rt.tree_accept(_Tree(n_nodes, token, first_child,
-                                      next_sibling), target, L, max_accept))
-
-
-@tree_accept.register_fake
-def _(n_nodes, token, first_child, next_sibling, target, L, max_accept=None):
-    R = _accept_meta("tree_accept", n_nodes, token, first_child,
-                     next_sibling, target, max_accept)
-    i32 = torch.int32
-    return (token.new_empty((R,), dtype=i32),
-            token.new_empty((R, L + 1), dtype=i32),
-            token.new_empty((R, L + 1), dtype=i32),
-            token.new_empty((R,), dtype=i32))
-
-
-@torch.library.custom_op("kdtree::tree_accept_out",
-                         mutates_args=("accept_len", "accept_idx",
-                                       "accept_token", "bonus"))
-def tree_accept_out(n_nodes: Tensor, token: Tensor, first_child: Tensor,
-                    next_sibling: Tensor, target: Tensor, L: int,
-                    max_accept: Optional[Tensor], accept_len: Tensor,
-                    accept_idx: Tensor, accept_token: Tensor,
-                    bonus: Tensor) -> None:
-    rt = _rt_for("tree_accept", "tree.token", token, (I32,))
-    rt.tree_accept(_Tree(n_nodes, token, first_child, next_sibling), target,
-                   L, max_accept,
-                   out=(accept_len, accept_idx, accept_token, bonus))
-
-
-@tree_accept_out.register_fake
-def _(n_nodes, token, first_child, next_sibling, target, L, max_accept,
-      accept_len, accept_idx, accept_token, bonus):
-    fn = "tree_accept"
-    R = _accept_meta(fn, n_nodes, token, first_child, next_sibling, target,
-                     max_accept)
-    for name, x, s in (("accept_len", accept_len, (R,)),
-                       ("accept_idx", accept_idx, (R, L + 1)),
-                       ("accept_token", accept_token, (R, L + 1)),
-                       ("bonus", bonus, (R,))):
-        _meta(fn, "out." + name, x, (I32,), s)
+for _name, _schema in SCHEMAS.items():
+    LIBRARY.define(_schema)
+    _impl = globals()["_" + _name]
+    # CPU: the implementation refuses a CPU tensor by name (_runtime_of).
+    LIBRARY.impl(_name, _impl, "CUDA")
+    LIBRARY.impl(_name, _impl, "CPU")
+    torch.library.register_fake("kdtree::" + _name,
+                                globals()["_fake_" + _name], lib=LIBRARY)
+del _name, _schema, _impl

@@ -111,8 +111,30 @@ def test_runtime_without_a_device():
 
 
 def test_runtime_device_type():
+    with pytest.raises(TypeError, match="Runtime: device must be an int or "
+                                        "a torch.device, got float"):
+        kdtree_jit.Runtime(1.5)
     with pytest.raises(TypeError, match="Runtime: device must be an int"):
-        kdtree_jit.Runtime("cuda:0")
+        kdtree_jit.Runtime(True)
+
+
+def test_runtime_takes_a_torch_device():
+    torch = pytest.importorskip("torch")
+    from kdtree_jit._runtime import device_ordinal
+    assert device_ordinal("Runtime", torch.device("cuda", 3)) == 3
+    assert device_ordinal("Runtime", "cuda:2") == 2
+    assert device_ordinal("Runtime", 1) == 1
+    with pytest.raises(ValueError, match="Runtime: device must be a CUDA "
+                                         "device, got cpu"):
+        kdtree_jit.Runtime(torch.device("cpu"))
+    with pytest.raises(ValueError, match="Runtime: device 'gpu0' is not a "
+                                         "device"):
+        kdtree_jit.Runtime("gpu0")
+    if _util.gpu_runtime() is None:
+        # Past the argument, the library is asked (and finds no device).
+        with pytest.raises(kdtree_jit.KdtreeError,
+                           match="kdtree_runtime_create"):
+            kdtree_jit.Runtime(torch.device("cuda", 0))
 
 
 def test_closed_runtime():
@@ -336,37 +358,3 @@ def test_cpu_tensor_is_a_type_error_naming_the_argument():
                                         "array, got a tensor on cpu"):
         bd(rt(), A((2, 15, 8), "<f4"), A((2, 15, 8)), z[:, 0], A((2,)),
            n_max=65, stream=0)
-
-
-def test_a_tensor_seen_before_is_checked_again_once_it_moved():
-    # A slot skips the checks for the tensor it saw last only while that
-    # tensor keeps its pointer: grown (a new allocation) or set_() to other
-    # memory, it is checked again.  CPU tensors stand in for CUDA ones
-    # here, as "device -1" (describe() patched, as overhead.py --stub does).
-    torch = pytest.importorskip("torch")
-    from kdtree_jit import _arrays
-    saved = _arrays.describe
-    _arrays.describe = lambda x: (
-        x.data_ptr(), tuple(x.shape), _arrays._dtype_name(x.dtype), -1,
-        x.is_contiguous()) if isinstance(x, torch.Tensor) else saved(x)
-    try:
-        seen = _arrays.Seen("tree_accept", "target", (_arrays.I32,), -1,
-                            (2, 65))
-        t = torch.zeros(2, 65, dtype=torch.int32)
-        assert _arrays.seen_ptr(seen, t) == t.data_ptr()
-        assert _arrays.seen_ptr(seen, t) == t.data_ptr()  # remembered
-        t.resize_(2, 200)  # grows: new memory, another shape
-        with pytest.raises(ValueError, match=r"tree_accept: target must "
-                                             r"have shape \[2, 65\], got "
-                                             r"\[2, 200\]"):
-            _arrays.seen_ptr(seen, t)
-        u = torch.zeros(2, 65, dtype=torch.int32)
-        assert _arrays.seen_ptr(seen, u) == u.data_ptr()
-        u.set_(torch.zeros(2, 65, dtype=torch.int32)[:, :1])
-        with pytest.raises(ValueError, match="target must have shape"):
-            _arrays.seen_ptr(seen, u)
-        with pytest.raises(TypeError, match="target must be a CUDA array, "
-                                            "got a NoneType"):
-            _arrays.seen_ptr(seen, None)
-    finally:
-        _arrays.describe = saved

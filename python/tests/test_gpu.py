@@ -301,6 +301,20 @@ def test_verify_attn_against_reference():
     assert math.isinf(float(lse[1, 1:].max()))
     log("verify_attn R=%d H=%d N_MAX=%d PAGE=%d equals %s (tol 1e-2)"
         % (R, H, N, P, oracle))
+    # A workspace of the caller's, sized by the runtime, gives the same.
+    ws = rt.verify_attn_workspace(q, kv, block_table)
+    assert ws.dtype == torch.uint8 and ws.numel() == \
+        rt.verify_attn_workspace_size(R, H, N, P, max_pages)
+    o2, lse2 = rt.verify_attn(q, kv, block_table, i32(torch, past), tree,
+                              scale, workspace=ws)
+    torch.cuda.synchronize()
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+    if ws.numel():
+        with pytest.raises(kdtree_jit.KdtreeError,
+                           match="workspace_bytes is %d, this shape needs %d"
+                                 % (ws.numel() - 1, ws.numel())):
+            rt.verify_attn(q, kv, block_table, i32(torch, past), tree,
+                           scale, workspace=ws[:-1])
 
 
 # ---- streams, CuPy, out= ----------------------------------------------------
@@ -366,11 +380,21 @@ def test_cupy_arrays():
         assert a.cpu().tolist() == b.get().tolist()
 
 
+def test_a_runtime_of_a_torch_device():
+    rt, torch = _util.need_gpu()
+    dev = torch.cuda.current_device()
+    with kdtree_jit.Runtime(torch.device("cuda")) as r:
+        assert r.device == dev
+    with kdtree_jit.Runtime(torch.device("cuda", 0)) as r:
+        assert r.device == 0 and r.arch == rt.arch
+
+
 def test_prepare_and_cache_stats():
     rt, torch = _util.need_gpu()
     rt.prepare("tree_accept", N_MAX=9, L=3)
     before = kdtree_jit.cache_stats()
     rt.prepare("tree_accept", "N_MAX=9,L=3")  # hot: nothing counted
+    rt.prepare("tree_accept", L=3, N_MAX=9)
     assert kdtree_jit.cache_stats() == before
     assert rt.arch.startswith(("sm_", "compute_"))
     with pytest.raises(kdtree_jit.KdtreeError, match="KDTREE_ERROR_SHAPE"):
@@ -441,6 +465,7 @@ def make_round(rt, torch, R=1, L=15, K=8, N=65, V=4096, H=8, P=64,
     }
     lp = torch.empty(R, L, K, dtype=torch.float32, device=dev)
     ids = torch.empty(R, L, K, dtype=torch.int32, device=dev)
+    st["ws"] = rt.verify_attn_workspace(st["q"], st["kv"], st["bt"])
 
     def run():
         rt.draft_topk(st["logits"], K, out=(lp, ids))
@@ -449,8 +474,7 @@ def make_round(rt, torch, R=1, L=15, K=8, N=65, V=4096, H=8, P=64,
                                past_len=st["past"], out=st.get("tree"))
         st["tree"] = tree
         attn = rt.verify_attn(st["q"], st["kv"], st["bt"], st["past"], tree,
-                              0.07,
-                              out=st.get("attn"))
+                              0.07, workspace=st["ws"], out=st.get("attn"))
         st["attn"] = attn
         # A stand-in for the rest of the model: head 0's output through a
         # random projection, argmax per row.
