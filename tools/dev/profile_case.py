@@ -105,9 +105,12 @@ def main():
         m = torch.tensor(words, dtype=torch.int64)
         m = torch.where(m >= 2 ** 31, m - 2 ** 32, m).to(torch.int32)
         mask = m.unsqueeze(0).repeat(R, 1, 1).to("cuda")
-        res = rt.verify_attn(q, kv, bt, pl, nn, mask, 0.07)
-        us = timed(lambda: rt.verify_attn(q, kv, bt, pl, nn, mask, 0.07,
-                                          out=res))
+        # verify_attn reads the tree's n_nodes and anc_mask alone
+        tree = kdtree_jit.Tree(nn, *[None] * 7, mask)
+        ws = rt.verify_attn_workspace(q, kv, bt)
+        res = rt.verify_attn(q, kv, bt, pl, tree, 0.07, workspace=ws)
+        us = timed(lambda: rt.verify_attn(q, kv, bt, pl, tree, 0.07,
+                                          workspace=ws, out=res))
     else:
         sys.exit(__doc__)
     print("%s %s: %.2f us per launch (median of %d batches of %d)" %
