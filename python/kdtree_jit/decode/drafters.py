@@ -1,0 +1,83 @@
+"""Drafters with a known acceptance, for tests and benchmarks.
+
+A real DDTree drafter (a DFlash-style block-diffusion model) is the
+user's; these stand in for it where what matters is how often the target
+accepts: ScriptedDrafter knows each request's continuation (the target's
+own, computed beforehand) and, at each depth, puts the right token at
+rank 0 with probability p_first, at rank 1 with probability p_second, or
+leaves it out of its top candidates altogether.  The draw is a hash of
+(request, position, depth, seed), not a random generator: the same
+position gets the same draft on every backend and in every replay of a
+CUDA graph, and the drafter never syncs.
+"""
+import torch
+
+_HIGH, _SECOND, _OUT = 12.0, 10.0, -40.0
+
+
+def _uniform(x):
+    """A hash of int64 x to [0, 1) (a multiply-xorshift mix, in the 62 bits
+    an int64 product keeps positive)."""
+    m = (1 << 62) - 1
+    x = (x * 0x5851F42D4C957F2D) & m
+    x = ((x ^ (x >> 29)) * 0x14057B7EF767814F) & m
+    x = x ^ (x >> 32)
+    return (x & ((1 << 24) - 1)).double() / float(1 << 24)
+
+
+class ScriptedDrafter(object):
+    """script: int tensor [R, T] on the model's device, request r's
+    tokens by position (prompt then continuation); depth L; vocab V.
+    p_first, p_second: a float or one per depth.  Logits are small noise
+    (a fixed table) with the scripted token raised; a position past the
+    script drafts noise alone."""
+
+    def __init__(self, script, depth, vocab, p_first=0.8, p_second=0.1,
+                 seed=0, dtype=torch.float32):
+        self.script = script.long()
+        self.L, self.V, self.seed = depth, vocab, seed
+        dev = script.device
+
+        def per_depth(p):
+            p = [float(p)] * depth if isinstance(p, (int, float)) else \
+                [float(x) for x in p]
+            if len(p) != depth:
+                raise ValueError("ScriptedDrafter: %d probabilities for %d "
+                                 "depths" % (len(p), depth))
+            return torch.tensor(p, dtype=torch.float64, device=dev)
+
+        self.p1 = per_depth(p_first)
+        self.p2 = self.p1 + per_depth(p_second)
+        g = torch.Generator().manual_seed(seed)
+        self.noise = torch.rand((depth, vocab), generator=g).to(dev, dtype)
+        self.d = torch.arange(depth, device=dev)
+
+    def expected_accept(self):
+        """Expected tokens a round (accept_len) if the tree always holds
+        the right token when the drafter ranks it first or second: 1 +
+        sum over depths of the chance that every depth up to it hit."""
+        hit = torch.cumprod(self.p2, 0)
+        return 1.0 + float(hit.sum())
+
+    def __call__(self, inp):
+        R = inp.bonus.shape[0]
+        T = self.script.shape[1]
+        pos = inp.position.long().unsqueeze(1) + 1 + self.d  # [R, L]
+        inside = pos < T
+        right = self.script.gather(1, pos.clamp(max=T - 1))
+        r = torch.arange(R, device=pos.device).unsqueeze(1)
+        u = _uniform(((r * 1000003 + pos) * 64 + self.d) * 4096 + self.seed)
+        first = (u < self.p1) & inside
+        second = (u >= self.p1) & (u < self.p2) & inside
+        decoy = (right + 1) % self.V
+        logits = self.noise.unsqueeze(0).expand(R, -1, -1).clone()
+        z = torch.zeros_like(right, dtype=logits.dtype)
+        decoy_v = torch.where(first | ~inside, z, z + _HIGH)
+        right_v = torch.where(first, z + _HIGH, torch.where(
+            second, z + _SECOND, z + _OUT))
+        right_v = torch.where(inside, right_v, logits.gather(
+            2, right.unsqueeze(2)).squeeze(2))
+        logits.scatter_(2, decoy.unsqueeze(2), (decoy_v + logits.gather(
+            2, decoy.unsqueeze(2)).squeeze(2)).unsqueeze(2))
+        logits.scatter_(2, right.unsqueeze(2), right_v.unsqueeze(2))
+        return logits

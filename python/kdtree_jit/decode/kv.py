@@ -1,0 +1,113 @@
+"""The paged latent KV cache of an absorbed-MLA model, and the move of the
+accepted tree rows' KV into place after a round.
+
+Layout (docs/contract.md §3): one tensor `data [layers][pages][PAGE][576]`
+holds every layer's pages (row = 512 normalised c_kv + 64 roped k_pe), and
+`block_table [R][max_pages]` (int32) lists request r's pages in logical
+order; logical position `pos` of request r is slot `pos % PAGE` of page
+`block_table[r][pos / PAGE]`.  All layers share the block table, so a
+slot index computed once serves every layer.
+
+The round writes its tree rows at `past_len + i` (row i of the tree, root
+at i = 0).  After the walk, accepted row `accept_idx[j]` must sit at
+`past_len + j`.  `move_accepted` does that for all layers with one gather
+and one scatter, reading every source before writing any destination:
+`accept_idx = [0, 2, 3]` moves row 2 to slot 1 and row 3 to slot 2, so
+slot 2 is both read and written, and an in-place copy in any parallel
+order could read it after it was overwritten.  Paths are increasing
+(`accept_idx[j] >= j`), so the destinations `past_len + j` are distinct
+and the scatter has no duplicate index.  Shapes never depend on the
+accepted length: the move always covers `M = min(L + 1, N_MAX)` rows and
+rows past `accept_len` copy onto themselves, so a round is capturable in
+a CUDA graph and nothing is read back to the host (docs/decoder.md, "The
+KV move", argues torch operations over a fifth kernel).
+"""
+import torch
+
+KV_DIM = 576  # 512 c_kv + 64 k_pe (docs/contract.md §3)
+LATENT_DIM = 512
+
+
+class PagedKVCache(object):
+    """`n_layers` layers of latent KV for `n_requests` requests of up to
+    `capacity` positions each, in pages of `page_size` tokens.  The pages
+    of the requests are interleaved in a fixed permutation (`shuffle`,
+    the default), so that nothing can work by accident on a block table
+    that is the identity."""
+
+    def __init__(self, n_layers, n_requests, capacity, page_size, dtype,
+                 device, shuffle=True):
+        if page_size < 1:
+            raise ValueError("PagedKVCache: page_size must be >= 1, got %d"
+                             % page_size)
+        if capacity < 1:
+            raise ValueError("PagedKVCache: capacity must be >= 1, got %d"
+                             % capacity)
+        self.n_layers, self.R = n_layers, n_requests
+        self.page = page_size
+        self.max_pages = -(-capacity // page_size)
+        self.capacity = self.max_pages * page_size
+        n_pages = n_requests * self.max_pages
+        self.data = torch.zeros((n_layers, n_pages, page_size, KV_DIM),
+                                dtype=dtype, device=device)
+        if shuffle:
+            g = torch.Generator().manual_seed(n_pages)
+            order = torch.randperm(n_pages, generator=g)
+        else:
+            order = torch.arange(n_pages)
+        self.block_table = order.to(torch.int32).view(
+            n_requests, self.max_pages).to(device)
+        # The table as the int64 indices gather() takes, made once: every
+        # slot computation of every round reads it.
+        self._pages = self.block_table.long()
+        # Every layer's rows as one 2-D table per layer: slot -> row.
+        self._flat = self.data.view(n_layers, n_pages * page_size, KV_DIM)
+
+    def layer(self, i):
+        """Layer i's pages, [pages][PAGE][576], contiguous (a view)."""
+        return self.data[i]
+
+    def slots(self, positions):
+        """Slot indices (int64, the shape of `positions` [R, ...]) of the
+        logical positions of each request.  Positions are clamped to the
+        capacity: the decoder sizes the cache so that they never need to
+        be, and a clamp keeps a wrong position inside the buffer."""
+        pos = positions.long().clamp(0, self.capacity - 1)
+        R = pos.shape[0]
+        flat_pos = pos.reshape(R, -1)
+        page = torch.gather(self._pages, 1, torch.div(
+            flat_pos, self.page, rounding_mode="floor"))
+        return (page * self.page + flat_pos % self.page).view_as(pos)
+
+    def write(self, layer, slots, rows):
+        """Writes rows [R, N, 576] at the slots [R, N] of one layer."""
+        self._flat[layer].index_copy_(0, slots.reshape(-1),
+                                      rows.reshape(-1, KV_DIM).to(
+                                          self.data.dtype))
+
+    def gather(self, layer):
+        """Layer `layer` of every request in logical order: [R, capacity,
+        576] (a copy; the torch backend's attention reads it)."""
+        return self.data[layer][self._pages].view(
+            self.R, self.capacity, KV_DIM)
+
+    def row_slots(self, past_len, n):
+        """The slots [R, n] of positions past_len + i, i < n: where a
+        forward over n rows writes them."""
+        rows = torch.arange(n, device=past_len.device)
+        return self.slots(past_len.long().unsqueeze(1) + rows)
+
+    def move_accepted(self, row_slots, accept_idx, accept_len):
+        """Moves, in every layer, tree row accept_idx[r][j] to row j, for
+        j < accept_len[r].  row_slots [R, N_MAX]: the tree rows' slots
+        (row_slots(past_len, N_MAX), which the round's forward wrote);
+        accept_idx [R, L+1] and accept_len [R]: tree_accept's."""
+        M = min(accept_idx.shape[1], row_slots.shape[1])
+        j = torch.arange(M, device=accept_idx.device)
+        keep = j.unsqueeze(0) < accept_len.unsqueeze(1)
+        src = row_slots.gather(1, torch.where(keep, accept_idx[:, :M],
+                                              j).long())
+        # Gather first, then scatter: a destination may be another row's
+        # source (the module's docstring).
+        rows = self._flat.index_select(1, src.reshape(-1))
+        self._flat.index_copy_(1, row_slots[:, :M].reshape(-1), rows)
