@@ -9,6 +9,7 @@ decode.decoder: the decoder and the drafter's interface (DraftInput);
 decode.mla: the absorbed-MLA layer swapped into the model; decode.kv: the
 paged latent cache and the KV move after acceptance;
 decode.torch_backend / decode._library: the two backends;
+decode.sglang: our tree and accept in SGLang's tree-verify shapes;
 decode.drafters: drafters of known acceptance for tests and benchmarks.
 docs/decoder.md is the whole story.  Needs torch and transformers; the
 library backend needs a CUDA device.
