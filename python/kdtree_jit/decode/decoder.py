@@ -435,11 +435,21 @@ class Decoder(object):
         except the torch backend's build).  The first round runs eagerly;
         with graph=True it is then captured and later rounds replay it."""
         with torch.no_grad():
-            if b.graphs is None:
+            if b.graphs is None and self.graph:
+                # The eager round on a side stream, as torch.cuda.graphs
+                # asks of a warm-up (lazy initialisations stay out of the
+                # stream that is captured next).
+                s, cur = torch.cuda.Stream(self.device), \
+                    torch.cuda.current_stream(self.device)
+                s.wait_stream(cur)
+                with torch.cuda.stream(s):
+                    for _, fn, _ in self._phases():
+                        fn(b)
+                cur.wait_stream(s)
+                b.graphs = self.capture(b, per_phase=False)
+            elif b.graphs is None:
                 for _, fn, _ in self._phases():
                     fn(b)
-                if self.graph:
-                    b.graphs = self.capture(b, per_phase=False)
             else:
                 for _, g in b.graphs:
                     g()
@@ -450,9 +460,9 @@ class Decoder(object):
         device, merged where consecutive (per_phase=False) or one a phase
         (per_phase=True: the bench times each).  Returns the callables
         that, called in order, run one round, as (phase names, callable).
-        Capturing writes nothing
-        the round reads (a graph is recorded, not run); b must have run a
-        round eagerly (every shape loaded, every buffer allocated)."""
+        Capturing writes nothing the round reads (a graph is recorded,
+        not run); b must have run a round eagerly (every shape loaded,
+        every buffer allocated)."""
         groups, cur = [], []
         for name, fn, host in self._phases():
             if host:

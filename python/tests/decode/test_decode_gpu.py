@@ -171,7 +171,9 @@ def test_kernel_steps_match_torch_steps_gpu():
     lib.draft_topk(logits, K, d_lib)
     tb.draft_topk(logits, K, d_t)
     assert torch.equal(d_lib.ids, d_t.ids)  # random f32: no ties
-    assert torch.allclose(d_lib.lp, d_t.lp, atol=1e-4)
+    # Contract §1: within 1e-4 + 1e-6 |lp| of a double reference; torch's
+    # f32 log_softmax is another such result.
+    assert torch.allclose(d_lib.lp, d_t.lp, atol=2e-4, rtol=1e-5)
     budget = torch.tensor([64, 20, 0], **i32)
     root = torch.tensor([1, 2, 3], **i32)
     past = torch.tensor([10, 300, 77], **i32)
