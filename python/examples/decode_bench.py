@@ -108,10 +108,12 @@ class Clock(object):
 
 
 def run_rounds(dec, b, rounds, clock):
-    """Per-round microseconds of `rounds` rounds (the first, eager and
-    captured, not counted)."""
+    """Per-round microseconds of `rounds` rounds and the tokens they made
+    (the first round, eager and then captured, not counted)."""
     dec.step(b)
-    return [clock(lambda: dec.step(b)) for _ in range(rounds)]
+    n0 = sum(b.n_out.tolist())
+    us = [clock(lambda: dec.step(b)) for _ in range(rounds)]
+    return us, sum(b.n_out.tolist()) - n0
 
 
 def phase_split(dec, b, rounds, clock):
@@ -141,7 +143,7 @@ def bench_plain(model, backend, R, past, tokens, a, clock):
                   page_size=a.page, eos_token_id=None, graph=clock.cuda)
     b = dec.start_synthetic(R, past, tokens + 2, seed=a.seed)
     bonus0 = b.bonus.tolist()
-    us = run_rounds(dec, b, tokens - 1, clock)
+    us, _ = run_rounds(dec, b, tokens - 1, clock)
     # The script of each request by position: its first token at past,
     # then what plain decoding produced.
     T = past + tokens + 1
@@ -167,9 +169,7 @@ def bench_tree(model, backend, R, past, budget, script, plain_out, a, clock,
     rounds, split_rounds = max(2, span * 3 // 4), max(2, span // 4)
     b = dec.start_synthetic(R, past, (rounds + split_rounds + 2) *
                             (a.depth + 1), seed=a.seed)
-    n0 = sum(b.n_out.tolist())
-    us = run_rounds(dec, b, rounds, clock)
-    made = sum(b.n_out.tolist()) - n0
+    us, made = run_rounds(dec, b, rounds, clock)
     out = emitted(b)
     differ = sum(1 for o, p in zip(out, plain_out)
                  for x, y in zip(o, p) if x != y)
