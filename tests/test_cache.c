@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "cache/config.h"
+#include "cache/settings.h"
 #include "cache/entry.h"
 #include "cache/layout.h"
 #include "cache_testutil.h"

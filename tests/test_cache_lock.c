@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "cache/config.h"
+#include "cache/settings.h"
 #include "cache/lock.h"
 #include "cache_testutil.h"
 #include "harness.h"

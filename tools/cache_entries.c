@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/config.h"
+#include "cache/settings.h"
 #include "cache/key.h"
 #include "cache/layout.h"
 #include "cache_entries.h"

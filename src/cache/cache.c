@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "base/stats.h"
 #include "cache/cache.h"
-#include "cache/config.h"
+#include "cache/settings.h"
 #include "cache/entry.h"
 #include "cache/file.h"
 #include "cache/housekeep.h"

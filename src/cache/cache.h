@@ -10,7 +10,7 @@
  * wrong is a logged miss (the caller recompiles and replaces the entry).
  * Entries are published by temp file + fsync + rename (cache/publish.h),
  * so no reader ever sees a partial one.  Directories are created 0700.
- * Where, and the modes: cache/config.h.
+ * Where, and the modes: cache/settings.h.
  *
  * The miss path publishes in the background (kdt_cache_store_async): the
  * blob is in this process's memory layer at once, and one publishing
@@ -24,7 +24,7 @@
  * checks it, and that no include circle exists anywhere in src/):
  *
  *   1  key       preimage, key, the alias rule
- *      config    settings from the environment
+ *      settings  the settings, from the environment
  *      notice    warn-once notices, the record of failed writes
  *      testhook  the publish hooks tests use (env-driven delays, gates)
  *   2  entry     the entry codec (pure)

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "cache/config.h"
+#include "cache/settings.h"
 #include "cache/entry.h"
 #include "cache/file.h"
 #include "cache/housekeep.h"

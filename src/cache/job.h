@@ -15,7 +15,7 @@
  *
  * Layer 6 of the cache (see cache/cache.h): includes cache/publish.h,
  * cache/housekeep.h, cache/lock.h, cache/file.h, cache/entry.h,
- * cache/config.h, cache/notice.h, cache/testhook.h.
+ * cache/settings.h, cache/notice.h, cache/testhook.h.
  */
 #ifndef KDT_CACHE_JOB_H
 #define KDT_CACHE_JOB_H

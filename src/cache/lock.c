@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "cache/config.h"
+#include "cache/settings.h"
 #include "cache/file.h"
 #include "cache/lock.h"
 #include "cache/notice.h"

@@ -5,12 +5,12 @@
  * The lock is flock() on <lockdir>/<32 hex>.lock, the hex naming both the
  * cache directory (as configured, trailing slashes dropped) and the key:
  * processes that publish to different directories never wait on each
- * other.  The lock directory is node-local (cache/config.h: tmpfs under
+ * other.  The lock directory is node-local (cache/settings.h: tmpfs under
  * $XDG_RUNTIME_DIR or /dev/shm), never the cache directory, which may be
  * on NFS where flock is emulated or absent.  The kernel drops a flock when
  * its holder dies, so a crash never leaves a stuck lock.
  *
- * Layer 5 of the cache (see cache/cache.h): includes cache/config.h,
+ * Layer 5 of the cache (see cache/cache.h): includes cache/settings.h,
  * cache/file.h, cache/notice.h, cache/key.h.
  */
 #ifndef KDT_CACHE_LOCK_H

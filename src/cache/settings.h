@@ -1,5 +1,5 @@
 /*
- * cache/config.h: the cache's settings, read from the environment each
+ * cache/settings.h: the cache's settings, read from the environment each
  * time they are asked for (the miss path only, so tests may change them
  * between calls).  A value that does not parse warns, once per variable
  * and process, and the default is used.
@@ -17,8 +17,8 @@
  *
  * Layer 1 of the cache (see cache/cache.h): includes only base/.
  */
-#ifndef KDT_CACHE_CONFIG_H
-#define KDT_CACHE_CONFIG_H
+#ifndef KDT_CACHE_SETTINGS_H
+#define KDT_CACHE_SETTINGS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -65,4 +65,4 @@ double kdt_cache_lock_timeout(void);
  * /tmp/kdtree-jit-locks-<uid>. */
 char *kdt_cache_lock_dir(void);
 
-#endif /* KDT_CACHE_CONFIG_H */
+#endif /* KDT_CACHE_SETTINGS_H */

@@ -1,6 +1,6 @@
 /*
- * cache/config.c: the cache's settings from the environment (see
- * cache/config.h).
+ * cache/settings.c: the cache's settings from the environment (see
+ * cache/settings.h).
  */
 #include "config.h"
 
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "cache/config.h"
+#include "cache/settings.h"
 
 #ifndef KDT_PREBUILT_CACHE_DIR
 #define KDT_PREBUILT_CACHE_DIR ""
