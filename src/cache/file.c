@@ -268,9 +268,11 @@ int
 kdt_cache_read_entry(int dir_fd, const char *name, int allow_root,
                      void **buf, size_t *size, char *why, size_t why_size)
 {
+    unsigned char head[KDT_ENTRY_HEADER_SIZE];
     struct stat st;
+    uint64_t want;
     void *b;
-    int fd;
+    int fd, kind;
 
     *buf = NULL;
     *size = 0;
@@ -286,6 +288,26 @@ kdt_cache_read_entry(int dir_fd, const char *name, int allow_root,
         close(fd);
         return -1;
     }
+    /* The header first: a file whose length is not the one its header
+     * declares (an entry extended by `truncate -s 528M`, junk under an
+     * entry's name) is refused after 72 bytes, not read whole.  The rest
+     * follows in the same pass, so a lookup reads a file once. */
+    if (read_all(fd, head, sizeof head) != 0) {
+        snprintf(why, why_size, "cannot read: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (kdt_entry_peek(head, sizeof head, &kind, &want, why, why_size) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (want != (uint64_t)st.st_size) {
+        snprintf(why, why_size,
+                 "size mismatch (file %lld bytes, header says %llu)",
+                 (long long)st.st_size, (unsigned long long)want);
+        close(fd);
+        return -1;
+    }
     b = malloc((size_t)st.st_size);
     if (!b) {
         close(fd);
@@ -293,7 +315,9 @@ kdt_cache_read_entry(int dir_fd, const char *name, int allow_root,
                         "cache: out of memory (%lld bytes)",
                         (long long)st.st_size);
     }
-    if (read_all(fd, b, (size_t)st.st_size) != 0) {
+    memcpy(b, head, sizeof head);
+    if (read_all(fd, (char *)b + sizeof head,
+                 (size_t)st.st_size - sizeof head) != 0) {
         snprintf(why, why_size, "cannot read: %s", strerror(errno));
         free(b);
         close(fd);

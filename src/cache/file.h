@@ -50,9 +50,13 @@ int kdt_cache_dir_open(const char *base, int flags, int *fd, char *why,
                        size_t why_size);
 
 /* Reads the entry file `name` of the directory `dir_fd` into a malloc'ed
- * buffer once it is known to be a trusted regular file of a size an entry
- * can have.  Returns 0 with *buf and *size set, 1 when there is no such
- * file, -1 when it was refused or unreadable (reason in `why`), or
+ * buffer once it is known to be a trusted regular file whose header
+ * (cache/entry.h: kdt_entry_peek) is sound and declares the file's own
+ * length: a junk or extended file is refused after its first 72 bytes,
+ * never read whole.  One pass over the file.  Returns 0 with *buf and
+ * *size set, 1 when there is no such file, -1 when it was refused or
+ * unreadable (reason in `why`: the header's own reason, or "size
+ * mismatch (file N bytes, header says M)"), or
  * KDTREE_ERROR_OUT_OF_MEMORY. */
 int kdt_cache_read_entry(int dir_fd, const char *name, int allow_root,
                          void **buf, size_t *size, char *why,
