@@ -2,7 +2,8 @@
  * test_cache_junk.c: what is not an entry costs nothing.  A file far
  * larger than its header declares (an entry extended to 528 MiB) is
  * refused on its header, never read whole, by a lookup and by what the
- * tool reads.
+ * tool reads; eviction removes what is no entry first and never counts it
+ * against the good entries (a 10 GB junk file emptied the cache).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -20,6 +21,7 @@
 #include "base/error.h"
 #include "cache/cache.h"
 #include "cache/file.h"
+#include "cache/housekeep.h"
 #include "cache/layout.h"
 #include "cache_testutil.h"
 #include "harness.h"
@@ -74,12 +76,61 @@ START_TEST(test_extended_entry_not_read)
 }
 END_TEST
 
+/* Three good entries (oldest first) and, newest, a 10 GB junk file and an
+ * entry cut short; a cap of 1 MiB that the good ones fit under.  Eviction
+ * removes the two bad files and nothing else. */
+START_TEST(test_junk_evicted_first)
+{
+    static const char *names[] = {"a", "b", "c"};
+    char *path[3], junk[600], cut[600];
+    kdt_cache_tally t = {0};
+    kdt_preimage p;
+    kdt_key key;
+    kdt_blob b = ct_blob(30000, 9);
+    int fd;
+
+    for (int i = 0; i < 3; i++) {
+        ct_preimage(&p, names[i], "sm_90", &key);
+        path[i] = ct_entry_path(ct_user, &key);
+        ct_write_entry(path[i], &key, p.text, p.len, &b);
+        ct_stamp(path[i], i);
+        kdt_preimage_free(&p);
+    }
+    snprintf(junk, sizeof junk, "%s/v%d/ffffffffffffffffffffffffffffffff.kdt",
+             ct_user, KDT_CACHE_FORMAT);
+    ck_assert_int_eq(ct_write(junk, "", 0, 0600), 0);
+    ck_assert_int_eq(truncate(junk, (off_t)10 << 30), 0);
+    ct_preimage(&p, "cut", "sm_90", &key);
+    {
+        char *c = ct_entry_path(ct_user, &key);
+        snprintf(cut, sizeof cut, "%s", c);
+        free(c);
+    }
+    ct_write_entry(cut, &key, p.text, p.len, &b);
+    ck_assert_int_eq(truncate(cut, 1000), 0);
+    fd = ct_open_user_dir();
+    kdt_cache_evict(fd, "v1", 1 << 20, NULL, 0, &t);
+    close(fd);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(access(path[i], F_OK) == 0,
+                      "good entry %s evicted for junk", names[i]);
+        free(path[i]);
+    }
+    ck_assert_msg(access(junk, F_OK) != 0, "the junk file was kept");
+    ck_assert_msg(access(cut, F_OK) != 0, "the cut entry was kept");
+    ck_assert_int_eq(t.failed, 0);
+    kdt_blob_free(&b);
+    kdt_preimage_free(&p);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
     TCase *tc = ct_tcase("junk", 60);
 
     tcase_add_test(tc, test_extended_entry_not_read);
+    tcase_add_test(tc, test_junk_evicted_first);
     return ct_suite("cache_junk", tc);
 }
 

@@ -309,6 +309,60 @@ alias_target(int dir_fd, const kdt_cache_file *f, size_t i,
     return r;
 }
 
+int
+kdt_cache_bad_header(int dir_fd, const char *name, uint64_t size, char *why,
+                     size_t why_size)
+{
+    unsigned char head[KDT_ENTRY_HEADER_SIZE];
+    uint64_t want;
+    int kind;
+
+    if (size < sizeof head
+        || kdt_cache_read_head(dir_fd, name, head, sizeof head) != 0) {
+        snprintf(why, why_size, "truncated header (%llu bytes)",
+                 (unsigned long long)size);
+        return -1;
+    }
+    if (kdt_entry_peek(head, sizeof head, &kind, &want, why, why_size) != 0)
+        return -1;
+    if (want != size) {
+        snprintf(why, why_size, "size mismatch (file %llu bytes, header "
+                 "says %llu)", (unsigned long long)size,
+                 (unsigned long long)want);
+        return -1;
+    }
+    return 0;
+}
+
+/* Removes the regular files of f[] that are no entry by their header, and
+ * takes them out of f[] (mode 0: neither counted nor in a unit).
+ * Returns the bytes they held. */
+static uint64_t
+drop_bad(int dir_fd, const char *dir, kdt_cache_file *f, size_t n,
+         kdt_cache_tally *t)
+{
+    char why[200];
+    uint64_t freed = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!S_ISREG(f[i].mode)
+            || kdt_cache_bad_header(dir_fd, f[i].name, f[i].size, why,
+                                    sizeof why) == 0)
+            continue;
+        if (unlinkat(dir_fd, f[i].name, 0) != 0 && errno != ENOENT) {
+            count_failure(t, f[i].name, errno);
+            continue;
+        }
+        kdt_log(KDT_LOG_INFO, "cache: removed %s/%s, no entry: %s", dir,
+                f[i].name, why);
+        freed += f[i].size;
+        f[i].size = 0;
+        f[i].mode = 0;
+        t->bad++;
+    }
+    return freed;
+}
+
 typedef struct unit_info {
     size_t head;           /* the f[] index that names the unit */
     struct timespec stamp; /* its newest member's */
@@ -403,6 +457,8 @@ kdt_cache_evict(int dir_fd, const char *dir, uint64_t max_bytes,
         return;
     for (size_t i = 0; i < n; i++)
         total += f[i].size;
+    if (max_bytes && total > max_bytes)
+        total -= drop_bad(dir_fd, dir, f, n, t);
     if (max_bytes && total > max_bytes) {
         unit = malloc(n * sizeof *unit);
         units = malloc(n * sizeof *units);

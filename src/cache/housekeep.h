@@ -47,6 +47,7 @@ typedef struct kdt_cache_file {
 /* What a sweep, a removal or an eviction did. */
 typedef struct kdt_cache_tally {
     int removed;
+    int bad;             /* evict: files removed as no entry */
     int failed;          /* removals that failed... */
     char why[320];       /* ...the first one's reason */
     uint64_t bytes_left; /* evict: bytes of the regular entries after */
@@ -72,9 +73,20 @@ int kdt_cache_remove(int dir_fd, const char *name, kdt_cache_tally *t);
 void kdt_cache_sweep_temps(int dir_fd, const char *dir,
                            double other_host_age_s, kdt_cache_tally *t);
 
+/* Why the regular file `name` of `dir_fd`, of `size` bytes, can be no
+ * entry, judged by its header alone (cache/entry.h: kdt_entry_peek): an
+ * unreadable or unsound header, or a length other than the one it
+ * declares.  0 when it may be one, else -1 with the reason in `why`. */
+int kdt_cache_bad_header(int dir_fd, const char *name, uint64_t size,
+                         char *why, size_t why_size);
+
 /* Evicts units (see above) until the directory's regular entries total at
  * most max_bytes (0: no cap), never one holding a name of keep[0..n_keep).
- * Counts into *t (bytes_left set). */
+ * Files that are no entry by their header (kdt_cache_bad_header: junk, a
+ * truncated or extended entry) go first, logged at info, and their bytes
+ * never count against the good entries: a 10 GB junk file costs no good
+ * entry its place.  Counts into *t (bytes_left set; `bad` the junk
+ * removed). */
 void kdt_cache_evict(int dir_fd, const char *dir, uint64_t max_bytes,
                      const char *const *keep, int n_keep,
                      kdt_cache_tally *t);
