@@ -3,7 +3,8 @@
  * larger than its header declares (an entry extended to 528 MiB) is
  * refused on its header, never read whole, by a lookup and by what the
  * tool reads; eviction removes what is no entry first and never counts it
- * against the good entries (a 10 GB junk file emptied the cache).
+ * against the good entries (a 10 GB junk file emptied the cache); an
+ * alias whose entry is not there is bad.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -124,6 +125,31 @@ START_TEST(test_junk_evicted_first)
 }
 END_TEST
 
+/* The entry's publish fails at its fsync (EIO): the alias, which is not
+ * fsync'ed and would have landed, is not published either. */
+START_TEST(test_alias_only_after_its_entry)
+{
+    kdt_preimage p, ap;
+    kdt_key key, akey;
+    kdt_blob b = ct_blob(5000, 3), ab = ct_alias_blob();
+
+    setenv("KDTREE_CACHE_TEST_PUBLISH_FAIL", "EIO", 1);
+    ct_preimage(&p, "k", "sm_90", &key);
+    ct_alias_preimage(&ap, "k", "sm_90", &akey);
+    kdt_cache_item items[2] = {{&key, p.text, p.len, &b},
+                               {&akey, ap.text, ap.len, &ab}};
+    ck_assert_int_eq(kdt_cache_store_async(items, 2, NULL), 0);
+    kdt_cache_flush();
+    ck_assert_int_eq(ct_entry_state(&key, NULL), 0);
+    ck_assert_msg(ct_entry_state(&akey, NULL) == 0,
+                  "an alias was published without its entry");
+    kdt_blob_free(&b);
+    kdt_blob_free(&ab);
+    kdt_preimage_free(&p);
+    kdt_preimage_free(&ap);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -131,6 +157,7 @@ suite(void)
 
     tcase_add_test(tc, test_extended_entry_not_read);
     tcase_add_test(tc, test_junk_evicted_first);
+    tcase_add_test(tc, test_alias_only_after_its_entry);
     return ct_suite("cache_junk", tc);
 }
 

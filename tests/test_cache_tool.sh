@@ -3,7 +3,8 @@
 # usage errors, populate (compile-only through kdtree_compile), list
 # (with each entry's NVRTC),
 # resources, explain (a hit, and misses that name the differing field), verify and gc
-# on a corrupted entry, eviction by gc --max-bytes, clear, --all with a
+# on a corrupted entry and on an alias without its entry, gc of a temp
+# file, eviction by gc --max-bytes, clear, --all with a
 # read-only layer, populate into a full disk (exit 3, with the reason),
 # and the exit codes scripts rely on.  Skips (77) when NVRTC is
 # unavailable (populate is how entries are made); what needs no NVRTC is
@@ -89,10 +90,11 @@ has "compiled"
 expect 0 "$tool" verify
 expect 0 "$tool" explain tree_accept --arch sm_90
 has "^hit: "
-# gc removes a bad entry.
+# gc removes a bad entry, and the alias that named it, which leads
+# nowhere without it.
 printf 'X' | dd of="$cubin" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect 0 "$tool" gc
-has "1 bad entries"
+has "2 bad entries"
 expect 0 "$tool" verify
 has "0 bad"
 expect 0 "$tool" populate --arch sm_90 tree_accept
@@ -108,6 +110,17 @@ wait "$deadpid"
 : >"$tmp/user/v1/.$hex.$deadpid.0.$host.tmp"
 expect 0 "$tool" gc
 has "1 stale temp files"
+
+# An alias whose entry is gone leads nowhere: verify says so, gc removes
+# it.
+rm -f "$cubin"
+expect 1 "$tool" verify
+has "^bad: .*an alias of .*, which is not in the directory"
+expect 0 "$tool" gc
+has "1 bad entries"
+expect 0 "$tool" list
+has "0 entries"
+expect 0 "$tool" populate --arch sm_90 tree_accept
 
 # --all shows a read-only layer as well.
 mkdir -p "$tmp/layer"

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/housekeep.h"
 #include "cache/settings.h"
 #include "cache/key.h"
 #include "cache/layout.h"
@@ -61,7 +62,9 @@ kdt_tool_load_entry(entry *e, int allow_root)
         return;
     }
     if (kdt_entry_decode(e->buf, e->size, &want, &e->view, e->why,
-                         sizeof e->why) != 0)
+                         sizeof e->why) != 0
+        || kdt_cache_alias_orphan(e->dir_fd, &e->view, e->why,
+                                  sizeof e->why) != 0)
         return;
     e->ok = 1;
     kdt_tool_parse_fields(e->view.preimage, e->view.preimage_len, e->fields,

@@ -413,13 +413,25 @@ report_failures(const char *cmd, const kdt_cache_tally *t, const char *dir)
     return EXIT_CACHE;
 }
 
+/* Removes a bad entry of the user's directory and says so. */
+static void
+remove_bad(const entry *e, kdt_cache_tally *t)
+{
+    int removed = t->removed;
+
+    if (kdt_cache_remove(e->dir_fd, e->file.name, t) == 0
+        && t->removed > removed)
+        printf("gc: removed bad entry %s: %s\n", e->file.name, e->why);
+}
+
 static int
 cmd_gc(const char *max_bytes)
 {
     kdt_cache_tally swept = {0}, bad = {0}, ev = {0};
     kdt_cache_file *f;
+    entry **aliases;
     uint64_t cap;
-    size_t n;
+    size_t n, n_aliases = 0;
     char *dir;
     int fd, r;
 
@@ -441,6 +453,7 @@ cmd_gc(const char *max_bytes)
         free(dir);
         return EXIT_CACHE;
     }
+    aliases = calloc(n ? n : 1, sizeof *aliases);
     for (size_t i = 0; i < n; i++) {
         entry *e = calloc(1, sizeof *e);
         if (!e)
@@ -448,13 +461,24 @@ cmd_gc(const char *max_bytes)
         e->file = f[i];
         e->dir_fd = fd;
         kdt_tool_load_entry(e, 0);
-        int removed = bad.removed;
-        if (!e->ok && kdt_cache_remove(fd, f[i].name, &bad) == 0
-            && bad.removed > removed)
-            printf("gc: removed bad entry %s: %s\n", f[i].name, e->why);
+        if (!e->ok)
+            remove_bad(e, &bad);
+        if (e->ok && e->view.kind == KDT_PAYLOAD_ALIAS && aliases) {
+            aliases[n_aliases++] = e;
+            continue;
+        }
         free(e->buf);
         free(e);
     }
+    /* An alias whose entry was bad, and went above, leads nowhere. */
+    for (size_t i = 0; i < n_aliases; i++) {
+        entry *e = aliases[i];
+        if (kdt_cache_alias_orphan(fd, &e->view, e->why, sizeof e->why) != 0)
+            remove_bad(e, &bad);
+        free(e->buf);
+        free(e);
+    }
+    free(aliases);
     free(f);
     kdt_cache_evict(fd, dir, cap, NULL, 0, &ev);
     printf("gc: %d stale temp files, %d bad entries, %d evicted (cap %llu "

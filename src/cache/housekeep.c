@@ -334,6 +334,37 @@ kdt_cache_bad_header(int dir_fd, const char *name, uint64_t size, char *why,
     return 0;
 }
 
+int
+kdt_cache_alias_orphan(int dir_fd, const kdt_entry_view *v, char *why,
+                       size_t why_size)
+{
+    char name[KDT_NAME_SIZE], w[200];
+    struct stat st;
+    kdt_key key;
+
+    if (v->kind != KDT_PAYLOAD_ALIAS)
+        return 0;
+    if (kdt_alias_target(v->preimage, v->preimage_len, v->payload,
+                         v->payload_size, &key) != 0) {
+        snprintf(why, why_size, "an alias that names no entry");
+        return -1;
+    }
+    kdt_layout_entry_name(&key, name);
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0
+        || !S_ISREG(st.st_mode)) {
+        snprintf(why, why_size, "an alias of %s, which is not in the "
+                 "directory", name);
+        return -1;
+    }
+    if (kdt_cache_bad_header(dir_fd, name, (uint64_t)st.st_size, w,
+                             sizeof w) != 0) {
+        snprintf(why, why_size, "an alias of %s, which is no entry (%s)",
+                 name, w);
+        return -1;
+    }
+    return 0;
+}
+
 /* Removes the regular files of f[] that are no entry by their header, and
  * takes them out of f[] (mode 0: neither counted nor in a unit).
  * Returns the bytes they held. */

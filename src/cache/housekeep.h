@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cache/entry.h"
 #include "cache/layout.h"
 
 /* A temp file of another host older than this is stale (its writer's lock,
@@ -79,6 +80,14 @@ void kdt_cache_sweep_temps(int dir_fd, const char *dir,
  * declares.  0 when it may be one, else -1 with the reason in `why`. */
 int kdt_cache_bad_header(int dir_fd, const char *name, uint64_t size,
                          char *why, size_t why_size);
+
+/* For verify and gc: an alias is bad when the entry it names is not in
+ * its directory `dir_fd` as a regular file with a sound header (an alias
+ * without its entry leads nowhere; a publish never leaves one, a crash or
+ * a hand may).  `v` is the decoded file.  0 when `v` is no alias or its
+ * entry is there, else -1 with the reason in `why`. */
+int kdt_cache_alias_orphan(int dir_fd, const kdt_entry_view *v, char *why,
+                           size_t why_size);
 
 /* Evicts units (see above) until the directory's regular entries total at
  * most max_bytes (0: no cap), never one holding a name of keep[0..n_keep).

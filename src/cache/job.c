@@ -51,10 +51,11 @@ kdt_job_build(const kdt_cache_item *items, int n, char *base,
                              &e->size);
         if (r) {
             /* Only a bad blob or no memory gets here: memory-only is fine
-             * for the first, and the status says the second. */
-            if (i == 0 && r == KDTREE_ERROR_OUT_OF_MEMORY) {
+             * for the first, and the status says the second.  Without
+             * the entry its aliases would lead nowhere. */
+            if (i == 0) {
                 free_data(j);
-                return r;
+                return r == KDTREE_ERROR_OUT_OF_MEMORY ? r : 0;
             }
             continue;
         }
@@ -97,6 +98,9 @@ kdt_job_run(kdt_publish_job *job)
                               e->size, e->durable, &job->hooks, why,
                               sizeof why) != 0) {
             kdt_cache_write_failed(job->base, why);
+            /* The entry is not there: its aliases would lead nowhere. */
+            if (i == 0)
+                break;
             continue;
         }
         kdt_layout_entry_name(&e->key, names[n_keep]);

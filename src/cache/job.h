@@ -9,13 +9,15 @@
  * opens the directory (creating and trust-checking it: cache/file.h),
  * publishes each entry, then does the housekeeping once for all of them,
  * with all of them kept: an entry and its alias are one unit, and neither
- * is ever the victim of its own publish's eviction.  `lock` (may be NULL)
- * is released by kdt_job_free(), after the last entry is published, so a
- * process waiting on it finds every entry complete.
+ * is ever the victim of its own publish's eviction.  The entry goes first
+ * and its aliases only once it is durable (fsync'ed and renamed): an
+ * alias never names an entry that a failed publish left out.  `lock` (may
+ * be NULL) is released by kdt_job_free(), after the last entry is
+ * published, so a process waiting on it finds every entry complete.
  *
  * Layer 6 of the cache (see cache/cache.h): includes cache/publish.h,
  * cache/housekeep.h, cache/lock.h, cache/file.h, cache/entry.h,
- * cache/settings.h, cache/notice.h, cache/testhook.h.
+ * cache/layout.h, cache/settings.h, cache/notice.h, cache/testhook.h.
  */
 #ifndef KDT_CACHE_JOB_H
 #define KDT_CACHE_JOB_H
@@ -55,11 +57,12 @@ typedef struct kdt_publish_job {
 } kdt_publish_job;
 
 /* Builds the job that writes items[0..n) (at most 32) to `base` and
- * releases `lock`; items that cannot be encoded are left out (a bad blob
- * stays in memory only).  Takes `base` (malloc'ed) and `lock` only when it
- * returns a job.  Returns 0 with *job (NULL when nothing is left to
- * write), or KDTREE_ERROR_OUT_OF_MEMORY when items[0] cannot be encoded
- * for want of memory. */
+ * releases `lock`; items[0] is the entry, the rest its aliases.  Items
+ * that cannot be encoded are left out (a bad blob stays in memory only),
+ * all of them when items[0] cannot be.  Takes `base` (malloc'ed) and
+ * `lock` only when it returns a job.  Returns 0 with *job (NULL when
+ * nothing is left to write), or KDTREE_ERROR_OUT_OF_MEMORY when items[0]
+ * cannot be encoded for want of memory. */
 int kdt_job_build(const kdt_cache_item *items, int n, char *base,
                   kdt_cache_lock *lock, kdt_publish_job **job);
 

@@ -66,9 +66,11 @@ kdt_cache_publish(int dir_fd, const char *dir, const kdt_key *key,
                   const kdt_cache_hooks *hooks, char *why, size_t why_size)
 {
     char tmp[KDT_NAME_SIZE], fin[KDT_NAME_SIZE];
+    const char *step = "write";
     int fd, saved;
 
-    fd = create_temp(dir_fd, key, tmp);
+    fd = kdt_cache_hooks_fail(hooks, KDT_STEP_CREATE)
+             ? -1 : create_temp(dir_fd, key, tmp);
     if (fd < 0) {
         saved = errno;
         snprintf(why, why_size, "cannot create a temp file in %s: %s", dir,
@@ -76,6 +78,8 @@ kdt_cache_publish(int dir_fd, const char *dir, const kdt_key *key,
         errno = saved;
         return -1;
     }
+    if (kdt_cache_hooks_fail(hooks, KDT_STEP_WRITE))
+        goto write_fail;
     if (kdt_cache_hooks_set(hooks) && size > 1) {
         if (kdt_cache_write_all(fd, data, size / 2) != 0)
             goto write_fail;
@@ -86,10 +90,13 @@ kdt_cache_publish(int dir_fd, const char *dir, const kdt_key *key,
     } else if (kdt_cache_write_all(fd, data, size) != 0) {
         goto write_fail;
     }
-    if (durable && fsync(fd) != 0)
+    step = "fsync";
+    if (durable && (kdt_cache_hooks_fail(hooks, KDT_STEP_FSYNC)
+                    || fsync(fd) != 0))
         goto write_fail;
     kdt_layout_entry_name(key, fin);
-    if (renameat(dir_fd, tmp, dir_fd, fin) != 0) {
+    if (kdt_cache_hooks_fail(hooks, KDT_STEP_RENAME)
+        || renameat(dir_fd, tmp, dir_fd, fin) != 0) {
         saved = errno;
         snprintf(why, why_size, "cannot rename into %s/%s: %s", dir, fin,
                  strerror(saved));
@@ -104,7 +111,7 @@ kdt_cache_publish(int dir_fd, const char *dir, const kdt_key *key,
 
 write_fail:
     saved = errno;
-    snprintf(why, why_size, "cannot write %s/%s: %s", dir, tmp,
+    snprintf(why, why_size, "cannot %s %s/%s: %s", step, dir, tmp,
              strerror(saved));
 fail:
     (void)unlinkat(dir_fd, tmp, 0);

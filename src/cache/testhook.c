@@ -3,20 +3,48 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cache/testhook.h"
 
+/* Each error of KDTREE_CACHE_TEST_PUBLISH_FAIL and where a disk gives it. */
+static const struct {
+    const char *name;
+    int err, step;
+} failures[] = {
+    {"EROFS", EROFS, KDT_STEP_CREATE},
+    {"ENOSPC", ENOSPC, KDT_STEP_WRITE},
+    {"EIO", EIO, KDT_STEP_FSYNC},
+    {"EXDEV", EXDEV, KDT_STEP_RENAME},
+};
+
 void
 kdt_cache_hooks_read(kdt_cache_hooks *h)
 {
     const char *d = getenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
     const char *g = getenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
+    const char *f = getenv("KDTREE_CACHE_TEST_PUBLISH_FAIL");
 
     h->delay_us = d ? strtoul(d, NULL, 10) : 0;
     h->gate = g && *g ? strdup(g) : NULL;
+    h->fail_step = h->fail_errno = 0;
+    for (size_t i = 0; f && i < sizeof failures / sizeof failures[0]; i++)
+        if (strcmp(f, failures[i].name) == 0) {
+            h->fail_step = failures[i].step;
+            h->fail_errno = failures[i].err;
+        }
+}
+
+int
+kdt_cache_hooks_fail(const kdt_cache_hooks *h, int step)
+{
+    if (!h || !h->fail_step || h->fail_step != step)
+        return 0;
+    errno = h->fail_errno;
+    return 1;
 }
 
 void
@@ -25,6 +53,7 @@ kdt_cache_hooks_free(kdt_cache_hooks *h)
     free(h->gate);
     h->gate = NULL;
     h->delay_us = 0;
+    h->fail_step = h->fail_errno = 0;
 }
 
 int
