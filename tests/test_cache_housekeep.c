@@ -2,7 +2,8 @@
  * test_cache_housekeep.c: the user directory's housekeeping: eviction
  * under KDTREE_CACHE_MAX_BYTES (an entry and its alias live and die
  * together; a fresh publish is never its own eviction's victim) and the
- * sweep of temp files (a live writer's file stays, whatever its pid says).
+ * sweep of temp files (a live writer's file stays, whatever its pid says,
+ * and so does a young one nobody locks: an earlier release's writer).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -268,6 +269,16 @@ exists_in(const char *dir, const char *name)
 }
 
 
+/* Makes the mtime of `path` `seconds` ago. */
+static void
+age(const char *path, double seconds)
+{
+    time_t t = time(NULL) - (time_t)seconds;
+    struct timespec ts[2] = { { t, 0 }, { t, 0 } };
+
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
 /* A pid that is surely dead here: a child we reaped. */
 static pid_t
 dead_pid(void)
@@ -330,6 +341,9 @@ START_TEST(test_sweep_keeps_live_writer_of_any_pid)
         _exit(0);
     }
     ck_assert_int_eq(read(pfd[0], &c, 1), 1);
+    /* Older than the grace an unlocked file gets: only its lock keeps
+     * it. */
+    age(path, 2 * KDT_CACHE_TEMP_GRACE_S);
     store_in_child("a");
     ck_assert_msg(exists(path), "a live writer's temp file was swept");
     /* Once the writer is gone (killed mid-write), its file is stale. */
@@ -337,6 +351,28 @@ START_TEST(test_sweep_keeps_live_writer_of_any_pid)
     waitpid(writer, &status, 0);
     store_in_child("b");
     ck_assert_msg(!exists(path), "a dead writer's temp file was kept");
+}
+END_TEST
+
+/* A writer of an earlier release locks nothing: its temp file, young and
+ * unlocked, must outlive its publish (it was swept, and the writer's
+ * rename failed).  Past the grace an unlocked file is stale. */
+START_TEST(test_sweep_spares_young_unlocked_temp)
+{
+    const char *hex = "0123456789abcdef0123456789abcdef";
+    char v1[400], host[48], path[700];
+
+    snprintf(v1, sizeof v1, "%s/v%d", ct_user, KDT_CACHE_FORMAT);
+    ct_mkdirs(v1);
+    kdt_layout_host_tag(host, sizeof host);
+    snprintf(path, sizeof path, "%s/.%s.%ld.0.%s.tmp", v1, hex,
+             (long)dead_pid(), host);
+    ck_assert_int_eq(ct_write(path, "half", 4, 0600), 0);
+    store_in_child("a");
+    ck_assert_msg(exists(path), "a young unlocked temp file was swept");
+    age(path, KDT_CACHE_TEMP_GRACE_S + 60);
+    store_in_child("b");
+    ck_assert_msg(!exists(path), "an old unlocked temp file was kept");
 }
 END_TEST
 
@@ -378,7 +414,7 @@ START_TEST(test_sweep_rules)
     ck_assert_int_ge(held, 0);
     ck_assert_int_eq(flock(held, LOCK_EX), 0);
     fd = ct_open_user_dir();
-    kdt_cache_sweep_temps(fd, v1, KDT_CACHE_TEMP_STALE_S, &t);
+    kdt_cache_sweep_temps(fd, v1, 0, KDT_CACHE_TEMP_STALE_S, &t);
     ck_assert_int_eq(t.removed, 3);
     ck_assert_int_eq(t.failed, 0);
     ck_assert(!exists_in(v1, dead));
@@ -403,6 +439,7 @@ suite(void)
     tcase_add_test(tc, test_pair_lives_and_dies_together);
     tcase_add_test(tc, test_sweep_keeps_live_writer_of_any_pid);
     tcase_add_test(tc, test_sweep_rules);
+    tcase_add_test(tc, test_sweep_spares_young_unlocked_temp);
     return ct_suite("cache_housekeep", tc);
 }
 

@@ -191,7 +191,7 @@ START_TEST(test_kill_during_publish)
     {
         kdt_cache_tally t = {0};
         int fd = ct_open_user_dir();
-        kdt_cache_sweep_temps(fd, v1, KDT_CACHE_TEMP_STALE_S, &t);
+        kdt_cache_sweep_temps(fd, v1, 0, KDT_CACHE_TEMP_STALE_S, &t);
         close(fd);
     }
     ck_assert_int_eq(count_temps(v1), 0);

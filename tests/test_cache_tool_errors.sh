@@ -135,6 +135,8 @@ if [ "$can_root" -eq 1 ] && unshare --pid --fork true 2>/dev/null &&
     temp="$tmp/user/v1/.$hex.$$.0.$host.tmp"
     : >"$temp"
     chmod 600 "$temp"
+    # Past the grace of an unlocked file: only the lock keeps it.
+    touch -d '10 minutes ago' "$temp"
     # The holder locks the file through its fd 9 and becomes the sleep
     # that keeps it: killing it is the writer dying.
     TEMP=$temp LOCKED=$tmp/locked sh -c \

@@ -447,7 +447,8 @@ cmd_gc(const char *max_bytes)
         free(dir);
         return r == 1 ? EXIT_OK : r;
     }
-    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_STALE_S, &swept);
+    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
+                          KDT_CACHE_TEMP_STALE_S, &swept);
     if (kdt_cache_scan(fd, &f, &n) != 0) {
         close(fd);
         free(dir);
@@ -520,7 +521,8 @@ cmd_clear(void)
         kdt_cache_remove(fd, f[i].name, &t);
     free(f);
     /* Temp files of live writers are theirs; only stale ones go. */
-    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_STALE_S, &swept);
+    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
+                          KDT_CACHE_TEMP_STALE_S, &swept);
     printf("clear: removed %d entries from %s\n", t.removed, dir);
     r = report_failures("clear", &t, dir);
     close(fd);

@@ -215,8 +215,8 @@ writer_gone(int dir_fd, const char *name, const struct stat *st)
 }
 
 void
-kdt_cache_sweep_temps(int dir_fd, const char *dir, double other_host_age_s,
-                      kdt_cache_tally *t)
+kdt_cache_sweep_temps(int dir_fd, const char *dir, double unlocked_age_s,
+                      double other_host_age_s, kdt_cache_tally *t)
 {
     char host[48];
     struct dirent *d;
@@ -237,8 +237,13 @@ kdt_cache_sweep_temps(int dir_fd, const char *dir, double other_host_age_s,
             || fstatat(dir_fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0
             || !S_ISREG(st.st_mode))
             continue;
-        if (hl == strlen(host) && memcmp(h, host, hl) == 0)
+        if (hl == strlen(host) && memcmp(h, host, hl) == 0) {
+            /* Young: its writer may be alive without a lock (an earlier
+             * release's), whatever the lock says. */
+            if (difftime(now, st.st_mtime) < unlocked_age_s)
+                continue;
             gone = writer_gone(dir_fd, d->d_name, &st);
+        }
         if (gone == 1) {
             /* writer_gone() removed it, still holding its lock. */
         } else if (gone == -2) {
@@ -545,7 +550,8 @@ kdt_cache_after_publish(int dir_fd, const char *dir, const char *const *keep,
     if (first) {
         free(est_dir);
         est_dir = strdup(dir);
-        kdt_cache_sweep_temps(dir_fd, dir, KDT_CACHE_TEMP_STALE_S, &t);
+        kdt_cache_sweep_temps(dir_fd, dir, KDT_CACHE_TEMP_GRACE_S,
+                              KDT_CACHE_TEMP_STALE_S, &t);
         t.removed = 0;
     } else {
         est_bytes += written;

@@ -36,6 +36,11 @@
 /* A temp file of another host older than this is stale (its writer's lock,
  * if any, is on that host's kernel). */
 #define KDT_CACHE_TEMP_STALE_S 3600.0
+/* A temp file of this host that nobody holds locked is stale once it is
+ * this old: its writer died, or is a writer of a release that did not
+ * lock its temp files, still writing.  Five minutes is far beyond any
+ * publish (a write of a few MB and one fsync). */
+#define KDT_CACHE_TEMP_GRACE_S 300.0
 
 /* One name of an entry directory that looks like an entry. */
 typedef struct kdt_cache_file {
@@ -67,12 +72,16 @@ void kdt_cache_touch(int dir_fd, const char *name);
  * removed, never followed).  Counts into *t.  Returns 0 or -1. */
 int kdt_cache_remove(int dir_fd, const char *name, kdt_cache_tally *t);
 
-/* Removes stale temp files: this host's whose writer holds no lock on
- * them (it died: the kernel dropped its lock, whatever PID namespace it
- * ran in), and other hosts' older than `other_host_age_s` seconds (also
- * this host's, on a file system without locks).  Counts into *t. */
+/* Removes stale temp files: this host's that nobody holds locked (the
+ * writer died: the kernel dropped its lock, whatever PID namespace it ran
+ * in) and that are older than `unlocked_age_s` seconds (the library and
+ * the tool pass KDT_CACHE_TEMP_GRACE_S: a writer of an earlier release
+ * locks nothing, and its file must outlive its publish), and other
+ * hosts' older than `other_host_age_s` seconds (also this host's, on a
+ * file system without locks).  Counts into *t. */
 void kdt_cache_sweep_temps(int dir_fd, const char *dir,
-                           double other_host_age_s, kdt_cache_tally *t);
+                           double unlocked_age_s, double other_host_age_s,
+                           kdt_cache_tally *t);
 
 /* Why the regular file `name` of `dir_fd`, of `size` bytes, can be no
  * entry, judged by its header alone (cache/entry.h: kdt_entry_peek): an
