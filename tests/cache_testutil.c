@@ -413,6 +413,13 @@ ct_count_entries(void)
     return n;
 }
 
+void
+ct_log_at(const char *level)
+{
+    setenv("KDTREE_LOG", level, 1);
+    kdt_log_reload();
+}
+
 TCase *
 ct_tcase(const char *name, int timeout_s)
 {

@@ -84,6 +84,9 @@ size_t ct_count_entries(void);
  * the housekeeping functions. */
 int ct_open_user_dir(void);
 
+/* KDTREE_LOG=level, read again. */
+void ct_log_at(const char *level);
+
 /* A test case with the ct_setup/ct_teardown fixture and a timeout. */
 TCase *ct_tcase(const char *name, int timeout_s);
 /* The suite `name` of the one test case `tc`, for kdt_test_main()

@@ -221,6 +221,43 @@ START_TEST(test_max_bytes_blank_minus_warns)
 }
 END_TEST
 
+/* KDTREE_CACHE_LOCK_TIMEOUT: decimal seconds from 0 to 3600.  Anything
+ * else ("0x10" was 16 s, "1e7" 115 days) warns once and means 120. */
+START_TEST(test_lock_timeout_parse)
+{
+    static const struct {
+        const char *v;
+        double want;
+    } good[] = {{"0", 0}, {"0.5", 0.5}, {".5", 0.5}, {"12", 12},
+                {"12.", 12}, {"3600", 3600}};
+    static const char *bad[] = {"0x10", "1e7", "3601", "-1", " 5", "5 ",
+                                "+5", "inf", "nan", "5s", ".", "1.2.3"};
+    char *log;
+
+    ct_log_at("warn");
+    unsetenv("KDTREE_CACHE_LOCK_TIMEOUT");
+    ck_assert(kdt_cache_lock_timeout() == 120);
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        setenv("KDTREE_CACHE_LOCK_TIMEOUT", good[i].v, 1);
+        ck_assert_msg(kdt_cache_lock_timeout() == good[i].want,
+                      "'%s' read as %g", good[i].v, kdt_cache_lock_timeout());
+    }
+    ct_capture_begin();
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double t;
+        setenv("KDTREE_CACHE_LOCK_TIMEOUT", bad[i], 1);
+        t = kdt_cache_lock_timeout();
+        ck_assert_msg(t == 120, "'%s' read as %g", bad[i], t);
+    }
+    log = ct_capture_end();
+    ck_assert_msg(ct_count_lines(log, "warn: KDTREE_CACHE_LOCK_TIMEOUT=0x10 "
+                                      "is not a number of seconds from 0 to "
+                                      "3600") == 1
+                  && ct_count_lines(log, "warn:") == 1, "log:\n%s", log);
+    free(log);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -232,6 +269,7 @@ suite(void)
     tcase_add_test(tc, test_max_bytes_parse);
     tcase_add_test(tc, test_bad_log_level_warns);
     tcase_add_test(tc, test_max_bytes_blank_minus_warns);
+    tcase_add_test(tc, test_lock_timeout_parse);
     return ct_suite("cache_messages", tc);
 }
 

@@ -189,24 +189,44 @@ kdt_cache_max_bytes(void)
     return KDT_CACHE_DEFAULT_MAX_BYTES;
 }
 
+/* "12", "0.5", ".5", "12.": decimal seconds, nothing else (no sign, no
+ * blank, no exponent, no hex, no "inf").  0 with *out, or -1. */
+static int
+parse_seconds(const char *v, double *out)
+{
+    int digits = 0, dots = 0;
+
+    for (const char *p = v; *p; p++) {
+        if (*p >= '0' && *p <= '9')
+            digits++;
+        else if (*p == '.' && dots == 0)
+            dots++;
+        else
+            return -1;
+    }
+    if (!digits)
+        return -1;
+    /* What is left is plain decimal, which strtod reads as written. */
+    *out = strtod(v, NULL);
+    return 0;
+}
+
 double
 kdt_cache_lock_timeout(void)
 {
     static atomic_int warned;
     const char *v = getenv("KDTREE_CACHE_LOCK_TIMEOUT");
-    char *end;
     double t;
 
     if (!v || !*v)
-        return 120.0;
-    t = strtod(v, &end);
-    if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.') || *end != '\0' || !(t >= 0) || t > 1e7) {
-        kdt_log(warn_level(&warned),
-                "KDTREE_CACHE_LOCK_TIMEOUT=%s is not a number of seconds; "
-                "using 120", v);
-        return 120.0;
-    }
-    return t;
+        return KDT_CACHE_LOCK_TIMEOUT_DEFAULT;
+    if (parse_seconds(v, &t) == 0 && t <= KDT_CACHE_LOCK_TIMEOUT_MAX)
+        return t;
+    kdt_log(warn_level(&warned),
+            "KDTREE_CACHE_LOCK_TIMEOUT=%s is not a number of seconds from 0 "
+            "to %g written in decimal (12, 0.5); using %g", v,
+            KDT_CACHE_LOCK_TIMEOUT_MAX, KDT_CACHE_LOCK_TIMEOUT_DEFAULT);
+    return KDT_CACHE_LOCK_TIMEOUT_DEFAULT;
 }
 
 char *

@@ -57,7 +57,14 @@ int kdt_cache_parse_size(const char *s, uint64_t *out);
 /* KDTREE_CACHE_MAX_BYTES (0: no cap), default KDT_CACHE_DEFAULT_MAX_BYTES. */
 uint64_t kdt_cache_max_bytes(void);
 
-/* KDTREE_CACHE_LOCK_TIMEOUT, seconds (default 120). */
+/* KDTREE_CACHE_LOCK_TIMEOUT: how long the miss path waits for another
+ * process's compile of a key.  Decimal
+ * seconds ("12", "0.5"; 0: never wait), at most the bound below; anything
+ * else warns once and means the default. */
+#define KDT_CACHE_LOCK_TIMEOUT_DEFAULT 120.0
+/* An hour: no compile takes that long, and a bound keeps "1e7" (115 days)
+ * from passing for a number. */
+#define KDT_CACHE_LOCK_TIMEOUT_MAX 3600.0
 double kdt_cache_lock_timeout(void);
 
 /* The node-local directory for the per-key locks, malloc'ed:
