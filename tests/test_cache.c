@@ -259,6 +259,49 @@ START_TEST(test_dir_resolution)
 }
 END_TEST
 
+/* A relative KDTREE_CACHE_DIR is resolved against the working directory
+ * once, said at info, and kept when the working directory changes. */
+START_TEST(test_relative_dir_resolved_once)
+{
+    char want[400], other[400], *d, *log;
+    size_t n;
+    char **layers;
+
+    snprintf(want, sizeof want, "%s/rel", ct_base);
+    snprintf(other, sizeof other, "%s/elsewhere", ct_base);
+    ct_mkdirs(other);
+    ck_assert_int_eq(chdir(ct_base), 0);
+    setenv("KDTREE_CACHE_DIR", "rel", 1);
+    setenv("KDTREE_CACHE_PATH", "./layer", 1);
+    ct_log_at("info");
+    ct_capture_begin();
+    d = kdt_cache_user_dir();
+    layers = kdt_cache_layer_dirs(&n);
+    log = ct_capture_end();
+    ck_assert_str_eq(d, want);
+    ck_assert_uint_eq(n, 1);
+    snprintf(want, sizeof want, "%s/layer", ct_base);
+    ck_assert_str_eq(layers[0], want);
+    ck_assert_msg(ct_count_lines(log, "KDTREE_CACHE_DIR=rel is relative")
+                  == 1 && ct_count_lines(log, "KDTREE_CACHE_PATH=./layer is "
+                                              "relative") == 1,
+                  "log:\n%s", log);
+    free(log);
+    free(d);
+    kdt_cache_free_dirs(layers, n);
+    /* Another working directory: the same cache, nothing said again. */
+    ck_assert_int_eq(chdir(other), 0);
+    ct_capture_begin();
+    d = kdt_cache_user_dir();
+    log = ct_capture_end();
+    snprintf(want, sizeof want, "%s/rel", ct_base);
+    ck_assert_str_eq(d, want);
+    ck_assert_str_eq(log, "");
+    free(log);
+    free(d);
+}
+END_TEST
+
 START_TEST(test_no_directory_at_all)
 {
     kdt_preimage p;
@@ -400,6 +443,7 @@ suite(void)
     tcase_add_test(tc, test_mode_off);
     tcase_add_test(tc, test_mode_readonly);
     tcase_add_test(tc, test_dir_resolution);
+    tcase_add_test(tc, test_relative_dir_resolved_once);
     tcase_add_test(tc, test_no_directory_at_all);
     tcase_add_test(tc, test_layers);
     tcase_add_test(tc, test_layer_list);

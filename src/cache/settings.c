@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,98 @@ join(const char *a, const char *b)
     return s;
 }
 
+/* ---- relative directories ---------------------------------------------- */
+
+/* A relative directory in the environment is resolved against the working
+ * directory once, the first time the process reads that value, and the
+ * same absolute path is used from then on: a process that changes its
+ * working directory (or threads that do) keeps one cache, and the lock
+ * names one directory.  The values seen are few; the list keeps them all,
+ * under a mutex held across fork(). */
+typedef struct resolved {
+    struct resolved *next;
+    char *var, *value, *abs;
+} resolved;
+
+static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t res_once = PTHREAD_ONCE_INIT;
+static resolved *res_list;
+
+static void
+res_prefork(void)
+{
+    pthread_mutex_lock(&res_lock);
+}
+
+static void
+res_postfork(void)
+{
+    pthread_mutex_unlock(&res_lock);
+}
+
+static void
+res_init(void)
+{
+    pthread_atfork(res_prefork, res_postfork, res_postfork);
+}
+
+/* Under res_lock: the absolute form of `value`, remembered (malloc'ed
+ * copy returned), or NULL without memory. */
+static char *
+remember(const char *var, const char *value)
+{
+    char cwd[4096];
+    resolved *r;
+
+    for (r = res_list; r; r = r->next)
+        if (strcmp(r->var, var) == 0 && strcmp(r->value, value) == 0)
+            return strdup(r->abs);
+    if (!getcwd(cwd, sizeof cwd))
+        return strdup(value); /* no working directory to resolve against */
+    r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->var = strdup(var);
+    r->value = strdup(value);
+    /* "./c" reads better as "<cwd>/c". */
+    while (value[0] == '.' && value[1] == '/')
+        value += 2;
+    r->abs = malloc(strlen(cwd) + strlen(value) + 2);
+    if (!r->var || !r->value || !r->abs) {
+        free(r->var);
+        free(r->value);
+        free(r->abs);
+        free(r);
+        return NULL;
+    }
+    sprintf(r->abs, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", value);
+    r->next = res_list;
+    res_list = r;
+    kdt_log(KDT_LOG_INFO, "cache: %s=%s is relative: using %s (resolved "
+            "once, against the working directory of its first use)", var,
+            r->value, r->abs);
+    return strdup(r->abs);
+}
+
+/* `len` bytes of `value` (a directory named by `var`) as the cache uses
+ * them: absolute, malloc'ed; NULL without memory. */
+static char *
+directory(const char *var, const char *value, size_t len)
+{
+    char *v = strndup(value, len), *abs;
+
+    if (!v || v[0] == '/')
+        return v;
+    pthread_once(&res_once, res_init);
+    pthread_mutex_lock(&res_lock);
+    abs = remember(var, v);
+    pthread_mutex_unlock(&res_lock);
+    free(v);
+    return abs;
+}
+
+/* ---- where the cache is ------------------------------------------------- */
+
 char *
 kdt_cache_user_dir(void)
 {
@@ -79,7 +172,7 @@ kdt_cache_user_dir(void)
         return NULL;
     v = getenv("KDTREE_CACHE_DIR");
     if (v && *v)
-        return strdup(v);
+        return directory("KDTREE_CACHE_DIR", v, strlen(v));
     /* The XDG spec says a relative XDG_CACHE_HOME is invalid: ignore it. */
     v = getenv("XDG_CACHE_HOME");
     if (v && v[0] == '/')
@@ -101,14 +194,14 @@ kdt_cache_free_dirs(char **dirs, size_t n)
 }
 
 static int
-push_dir(char ***dirs, size_t *n, const char *s, size_t len)
+push_dir(char ***dirs, size_t *n, const char *var, const char *s, size_t len)
 {
     char **d = realloc(*dirs, (*n + 1) * sizeof **dirs);
 
     if (!d)
         return -1;
     *dirs = d;
-    d[*n] = strndup(s, len);
+    d[*n] = directory(var, s, len);
     if (!d[*n])
         return -1;
     (*n)++;
@@ -126,13 +219,14 @@ kdt_cache_layer_dirs(size_t *n)
     while (path && *path) {
         const char *c = strchr(path, ':');
         size_t len = c ? (size_t)(c - path) : strlen(path);
-        if (len && push_dir(&dirs, n, path, len) != 0)
+        if (len && push_dir(&dirs, n, "KDTREE_CACHE_PATH", path, len) != 0)
             goto oom;
         path = c ? c + 1 : NULL;
     }
     if (!pre)
         pre = KDT_PREBUILT_CACHE_DIR;
-    if (*pre && push_dir(&dirs, n, pre, strlen(pre)) != 0)
+    if (*pre && push_dir(&dirs, n, "KDTREE_CACHE_PREBUILT_DIR", pre,
+                         strlen(pre)) != 0)
         goto oom;
     return dirs;
 oom:

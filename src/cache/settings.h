@@ -15,6 +15,11 @@
  *   KDTREE_CACHE_MAX_BYTES   the user directory's byte cap
  *   KDTREE_CACHE_LOCK_TIMEOUT  seconds to wait for another compile
  *
+ * A relative directory (KDTREE_CACHE_DIR, a component of
+ * KDTREE_CACHE_PATH, KDTREE_CACHE_PREBUILT_DIR) is made absolute against
+ * the working directory the first time the process reads that value, said
+ * at info, and kept: a later chdir() does not move the cache.
+ *
  * Layer 1 of the cache (see cache/cache.h): includes only base/.
  */
 #ifndef KDT_CACHE_SETTINGS_H
@@ -34,8 +39,9 @@ int kdt_cache_mode(void);
 /* The name of a mode ("readonly"). */
 const char *kdt_cache_mode_name(int mode);
 
-/* The user's cache directory as configured now, or NULL when KDTREE_CACHE
- * is off or no directory can be named ($HOME unset).  Malloc'ed. */
+/* The user's cache directory as configured now (absolute), or NULL when
+ * KDTREE_CACHE is off or no directory can be named ($HOME unset).
+ * Malloc'ed. */
 char *kdt_cache_user_dir(void);
 
 /* The read-only layers in search order ($KDTREE_CACHE_PATH, then the
