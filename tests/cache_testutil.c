@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +412,110 @@ ct_count_entries(void)
     free(f);
     close(fd);
     return n;
+}
+
+kdt_cache_lock *
+ct_node_lock(const kdt_key *key)
+{
+    kdt_cache_lock *l = kdt_cache_lock_acquire(key, "a test's compile");
+
+    if (kdt_cache_lock_held(l))
+        return l;
+    kdt_cache_lock_release(l);
+    return NULL;
+}
+
+pid_t
+ct_holder(const kdt_key *key, int go)
+{
+    int ready[2];
+    pid_t pid;
+    char c;
+
+    ck_assert_int_eq(pipe(ready), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kdt_cache_lock *l = ct_node_lock(key);
+        (void)!write(ready[1], l ? "y" : "n", 1);
+        if (go >= 0)
+            (void)!read(go, &c, 1);
+        else
+            for (;;)
+                pause();
+        kdt_cache_lock_release(l);
+        _exit(0);
+    }
+    close(ready[1]);
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    ck_assert_msg(c == 'y', "the holder did not get the lock");
+    return pid;
+}
+
+void
+ct_reap(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    kill(pid, SIGCONT);
+    waitpid(pid, NULL, 0);
+}
+
+void
+ct_store_pair(const char *kernel, kdt_cache_lock *lock, kdt_key *key,
+              kdt_key *alias)
+{
+    kdt_preimage p, ap;
+    kdt_blob b = ct_blob(5000, 3), ab = ct_alias_blob();
+
+    ct_preimage(&p, kernel, "sm_90", key);
+    ct_alias_preimage(&ap, kernel, "sm_90", alias);
+    kdt_cache_item items[2] = {{key, p.text, p.len, &b},
+                               {alias, ap.text, ap.len, &ab}};
+    ck_assert_int_eq(kdt_cache_store_async(items, 2, lock), 0);
+    kdt_cache_flush();
+    kdt_blob_free(&b);
+    kdt_blob_free(&ab);
+    kdt_preimage_free(&p);
+    kdt_preimage_free(&ap);
+}
+
+char *
+ct_compile_in_processes(int n)
+{
+    char logs[8][400], *all = NULL;
+    size_t len = 0;
+    pid_t pid[8];
+
+    ck_assert_int_le(n, 8);
+    for (int i = 0; i < n; i++) {
+        snprintf(logs[i], sizeof logs[i], "%s/compile-%d.log", ct_base, i);
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            int32_t cached;
+            int fd = open(logs[i], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            dup2(fd, 2);
+            _exit(kdtree_compile(&cached, "sm_90", "tree_accept",
+                                 kdtree_kernel_default_shape("tree_accept"))
+                  == KDTREE_OK ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int status;
+        void *buf;
+        size_t size;
+        ck_assert_int_eq(waitpid(pid[i], &status, 0), pid[i]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "compile %d failed", i);
+        ck_assert_int_eq(ct_read(logs[i], &buf, &size), 0);
+        all = realloc(all, len + size + 1);
+        ck_assert_ptr_nonnull(all);
+        memcpy(all + len, buf, size);
+        len += size;
+        all[len] = '\0';
+        free(buf);
+    }
+    return all;
 }
 
 void

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "cache/cache.h"
 #include "cache/entry.h"
@@ -84,6 +85,27 @@ size_t ct_count_entries(void);
  * the housekeeping functions. */
 int ct_open_user_dir(void);
 
+/* kdt_cache_lock_acquire() as the miss path takes it: the claim when it
+ * holds the node-wide lock, else NULL (the claim released).  No
+ * ck_assert: children call it too. */
+kdt_cache_lock *ct_node_lock(const kdt_key *key);
+
+/* A holder: a child that takes the node-wide lock of `key` (with the
+ * environment as it is), then waits for a byte on `go` (or, with go < 0,
+ * forever), releases and exits.  Returns its pid once it holds the lock
+ * (asserted). */
+pid_t ct_holder(const kdt_key *key, int go);
+/* Kills (SIGKILL, and SIGCONT should it be stopped) and reaps `pid`. */
+void ct_reap(pid_t pid);
+/* The miss path's store of `kernel`'s entry (for sm_90, a 5000-byte
+ * payload) and its alias, handing over `lock` (may be NULL), then the wait
+ * for their publish.  Sets *key and *alias. */
+void ct_store_pair(const char *kernel, kdt_cache_lock *lock, kdt_key *key,
+                   kdt_key *alias);
+/* kdtree_compile() of tree_accept (its default shape) for sm_90 in `n`
+ * processes at once (at most 8), each with its stderr in a file; asserts
+ * that each succeeded.  Returns their stderr, all of it (malloc'ed). */
+char *ct_compile_in_processes(int n);
 /* KDTREE_LOG=level, read again. */
 void ct_log_at(const char *level);
 

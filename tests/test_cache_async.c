@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cache/file.h"
 #include "cache/lock.h"
 #include "cache/worker.h"
 #include "cache_testutil.h"
@@ -75,13 +76,15 @@ obtain(const kshape *k, kdt_blob *out, int *from)
 static int
 lock_free(const kdt_key *key)
 {
-    /* The lock itself, as the miss path would name it (by the directory
-     * as configured), whatever the mode. */
-    kdt_cache_lock *l = kdt_lock_acquire(getenv("KDTREE_CACHE_DIR"), key,
-                                         0);
+    /* The node-wide lock itself, as the miss path would name it (by the
+     * directory's identity), whatever the mode. */
+    char *id = kdt_cache_dir_id(getenv("KDTREE_CACHE_DIR"));
+    kdt_cache_lock *l = kdt_lock_new(NULL, 0);
+    int held = kdt_lock_node(l, id, key, "a test's compile", 0);
 
     kdt_cache_lock_release(l);
-    return l != NULL;
+    free(id);
+    return held;
 }
 
 /* The gate of the publishes stored from now on (a new one each time). */
@@ -309,7 +312,7 @@ START_TEST(test_waiter_finds_complete_entry)
         int st;
         hang_guard(60);
         setenv("KDTREE_CACHE_LOCK_TIMEOUT", "50", 1);
-        l = kdt_cache_lock_acquire(&k.key);
+        l = ct_node_lock(&k.key);
         if (!l)
             _exit(2);
         st = ct_entry_state(&k.key, &got);

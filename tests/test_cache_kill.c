@@ -81,7 +81,7 @@ publisher(uint32_t seed)
         ct_preimage(&p[i], kernels[i], "sm_90", &key[i]);
     for (;;) {
         for (i = 0; i < N_KEYS; i++) {
-            kdt_cache_lock *l = kdt_cache_lock_acquire(&key[i]);
+            kdt_cache_lock *l = ct_node_lock(&key[i]);
             fill(b.data, b.size, ++gen, (uint32_t)i);
             kdt_cache_store(&key[i], p[i].text, p[i].len, &b);
             kdt_cache_lock_release(l);
@@ -179,7 +179,7 @@ START_TEST(test_kill_during_publish)
             kdt_key key;
             kdt_cache_lock *l;
             ct_preimage(&p, kernels[i], "sm_90", &key);
-            l = kdt_cache_lock_acquire(&key);
+            l = ct_node_lock(&key);
             ck_assert_msg(l != NULL, "round %d: lock of %s stuck", round,
                           kernels[i]);
             kdt_cache_lock_release(l);

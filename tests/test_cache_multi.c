@@ -52,7 +52,7 @@ child(int idx, int start_fd, const char *log_path)
         ct_preimage(&p, kernels[k], "sm_90", &key);
         r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);
         if (r == 0) {
-            lock = kdt_cache_lock_acquire(&key);
+            lock = ct_node_lock(&key);
             if (!lock)
                 ok = 0; /* the lock must work here */
             r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);
@@ -164,7 +164,7 @@ START_TEST(test_no_lock_still_correct)
         kdt_blob b = ct_blob(200000, 0), got;
         int from;
         ct_preimage(&p, kernels[0], "sm_90", &key);
-        ck_assert_ptr_null(kdt_cache_lock_acquire(&key));
+        ck_assert_ptr_null(ct_node_lock(&key));
         kdt_cache_lock_release(NULL);
         ck_assert_int_eq(kdt_cache_store(&key, p.text, p.len, &b), 0);
         kdt_cache_memory_clear();
@@ -177,9 +177,9 @@ START_TEST(test_no_lock_still_correct)
 }
 END_TEST
 
-/* The same within one process: threads take the per-key lock too (each
- * holds its own open file description, and flock() locks conflict
- * between those), and the memory layer is shared under its mutex. */
+/* The same within one process: threads wait for each other in the
+ * claim's in-process gate (cache/gate.h), then find the blob in the
+ * memory layer, shared under its mutex. */
 #define N_THREADS 8
 static int thread_compiles[N_KEYS];
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -199,7 +199,7 @@ thread_main(void *arg)
         ct_preimage(&p, kernels[k], "sm_90", &key);
         r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);
         if (r == 0) {
-            kdt_cache_lock *lock = kdt_cache_lock_acquire(&key);
+            kdt_cache_lock *lock = kdt_cache_lock_acquire(&key, "a test");
             if (!lock)
                 bad++;
             r = kdt_cache_lookup(&key, p.text, p.len, &got, &from);

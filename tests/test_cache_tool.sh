@@ -3,8 +3,8 @@
 # usage errors, populate (compile-only through kdtree_compile), list
 # (with each entry's NVRTC),
 # resources, explain (a hit, and misses that name the differing field), verify and gc
-# on a corrupted entry and on an alias without its entry, gc of temp
-# files, eviction by gc --max-bytes, clear, --all with a
+# on a corrupted entry and on an alias without its entry, gc of temp and
+# lock files, eviction by gc --max-bytes, clear, --all with a
 # read-only layer, populate into a full disk (exit 3, with the reason),
 # and the exit codes scripts rely on.  Skips (77) when NVRTC is
 # unavailable (populate is how entries are made); what needs no NVRTC is
@@ -128,6 +128,31 @@ has "1 bad entries"
 expect 0 "$tool" list
 has "0 entries"
 expect 0 "$tool" populate --arch sm_90 tree_accept
+
+# Lock files nobody holds (left by a compile killed before its release)
+# are removed by gc, even with no cache directory; a held one stays.
+locks=$tmp/run/kdtree-jit-locks
+mkdir -p -m 700 "$locks"
+: >"$locks/0123456789abcdef0123456789abcdef.lock"
+expect 0 env KDTREE_CACHE_DIR="$tmp/none" "$tool" gc
+has "1 stale lock files"
+[ -e "$locks/0123456789abcdef0123456789abcdef.lock" ] &&
+    fail "gc kept a stale lock file"
+if command -v flock >/dev/null; then
+    held=$locks/fedcba9876543210fedcba9876543210.lock
+    flock "$held" sh -c ": >'$tmp/locked'; exec sleep 30" &
+    holder=$!
+    cleanup='kill "$holder" 2>/dev/null'
+    while [ ! -e "$tmp/locked" ]; do sleep 0.05; done
+    expect 0 "$tool" gc
+    has "0 stale lock files"
+    [ -e "$held" ] || fail "gc removed a held lock file"
+    kill "$holder"
+    wait "$holder" 2>/dev/null
+    cleanup=:
+else
+    echo "test_cache_tool: no flock(1): a held lock file not tried"
+fi
 
 # --all shows a read-only layer as well.
 mkdir -p "$tmp/layer"

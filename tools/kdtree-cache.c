@@ -41,6 +41,7 @@
 #include "cache/housekeep.h"
 #include "cache/key.h"
 #include "cache/layout.h"
+#include "cache/lock.h"
 #include "cache/notice.h"
 #include "cache_entries.h"
 #include "cache_explain.h"
@@ -427,25 +428,31 @@ remove_bad(const entry *e, kdt_cache_tally *t)
 static int
 cmd_gc(const char *max_bytes)
 {
-    kdt_cache_tally swept = {0}, bad = {0}, ev = {0};
+    kdt_cache_tally swept = {0}, bad = {0}, ev = {0}, locks = {0};
     kdt_cache_file *f;
     entry **aliases;
     uint64_t cap;
     size_t n, n_aliases = 0;
     char *dir;
-    int fd, r;
+    int fd, r, n_failed;
 
     if (max_bytes && kdt_cache_parse_size(max_bytes, &cap) != 0)
         return kdt_tool_usage_error("--max-bytes %s: not a size (digits, then "
                            "optionally K, M, G or T)", max_bytes);
     if (!max_bytes)
         cap = kdt_cache_max_bytes();
+    /* Lock files nobody holds (left by kills, or by a holder that could
+     * not publish), whatever the cache directory's state. */
+    locks.failed = kdt_cache_lock_sweep(&locks.removed, &n_failed, locks.why,
+                                        sizeof locks.why) < 0 ? 1 : n_failed;
     r = open_user_entry_dir(&dir, &fd);
     if (r == 1)
-        printf("gc: nothing to do: %s does not exist\n", dir);
+        printf("gc: nothing to do: %s does not exist; %d stale lock files\n",
+               dir, locks.removed);
     if (r != 0) {
         free(dir);
-        return r == 1 ? EXIT_OK : r;
+        return r == 1 ? report_failures("gc", &locks, "the lock directory")
+                      : r;
     }
     kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
                           KDT_CACHE_TEMP_STALE_S, &swept);
@@ -483,14 +490,17 @@ cmd_gc(const char *max_bytes)
     free(f);
     kdt_cache_evict(fd, dir, cap, NULL, 0, &ev);
     printf("gc: %d stale temp files, %d bad entries, %d evicted (cap %llu "
-           "bytes); %llu bytes left in %s\n", swept.removed, bad.removed,
-           ev.removed, (unsigned long long)cap,
+           "bytes), %d stale lock files; %llu bytes left in %s\n",
+           swept.removed, bad.removed + ev.bad, ev.removed,
+           (unsigned long long)cap, locks.removed,
            (unsigned long long)ev.bytes_left, dir);
     r = report_failures("gc", &swept, dir);
     if (r == EXIT_OK)
         r = report_failures("gc", &bad, dir);
     if (r == EXIT_OK)
         r = report_failures("gc", &ev, dir);
+    if (r == EXIT_OK)
+        r = report_failures("gc", &locks, "the lock directory");
     close(fd);
     free(dir);
     return r;

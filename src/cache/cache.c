@@ -19,6 +19,7 @@
 #include "cache/settings.h"
 #include "cache/entry.h"
 #include "cache/file.h"
+#include "cache/gate.h"
 #include "cache/housekeep.h"
 #include "cache/layout.h"
 #include "cache/memory.h"
@@ -210,6 +211,13 @@ store(const kdt_cache_item *items, int n, kdt_cache_lock *lock, int async)
         if (!r)
             kept[n_kept++] = items[i];
     }
+    /* The entry is in memory: this process's threads waiting for the key
+     * find it there, without waiting for the disk. */
+    kdt_cache_lock_open_gate(lock);
+    if (!kdt_cache_lock_held(lock)) {
+        kdt_cache_lock_release(lock);
+        lock = NULL;
+    }
     if (kdt_cache_mode() != KDT_CACHE_READWRITE) {
         kdt_cache_lock_release(lock);
         return 0;
@@ -258,23 +266,47 @@ kdt_cache_flush(void)
 }
 
 kdt_cache_lock *
-kdt_cache_lock_acquire(const kdt_key *key)
+kdt_cache_lock_acquire(const kdt_key *key, const char *what)
 {
-    char why[KDT_WHY_SIZE], *user;
-    kdt_cache_lock *lock = NULL;
-    int fd, r;
+    char why[KDT_WHY_SIZE], *user, *id = NULL;
+    double timeout = kdt_cache_lock_timeout();
+    kdt_cache_lock *lock;
+    int fd, r, waited;
 
+    /* One compile per key in this process, whatever the disk allows. */
+    lock = kdt_lock_new(kdt_gate_enter(key, timeout, &waited), waited);
+    if (!lock)
+        return NULL;
+    /* The thread waited for has put its blob in memory: nobody else need
+     * be asked. */
+    if (waited && kdt_mem_has(key))
+        return lock;
     /* Only a process that will publish waits for another's publish. */
     if (kdt_cache_mode() != KDT_CACHE_READWRITE)
-        return NULL;
+        return lock;
     user = kdt_cache_user_dir();
     if (!user)
-        return NULL;
+        return lock;
     r = kdt_cache_dir_open(user, 0, &fd, why, sizeof why);
     if (r == 0)
         close(fd);
     if (r >= 0)
-        lock = kdt_lock_acquire(user, key, kdt_cache_lock_timeout());
+        id = kdt_cache_dir_id(user);
+    /* A directory nobody can write is not locked for: each holder would
+     * compile, fail to publish and hand the lock to the next, who would
+     * find nothing and compile again, one process after another. */
+    if (id && !kdt_cache_is_unwritable(id)) {
+        if (kdt_cache_dir_unwritable(user, why, sizeof why)) {
+            if (kdt_cache_mark_unwritable(id))
+                kdt_cache_notice(KDT_NOTICE_USER_DIR,
+                                 "cache: cannot write to %s: %s; compiled "
+                                 "kernels stay in memory only, each process "
+                                 "compiling its own", user, why);
+        } else {
+            (void)kdt_lock_node(lock, id, key, what, timeout);
+        }
+    }
+    free(id);
     free(user);
     return lock;
 }

@@ -29,11 +29,12 @@
  *      testhook  the publish hooks tests use (env-driven delays, gates)
  *   2  entry     the entry codec (pure)
  *      memory    the in-process layer
+ *      gate      one compile per key inside a process
  *   3  layout    names in a cache directory
  *   4  file      trust rules, opening directories, reading entries
  *   5  publish   one entry, atomically, its temp file locked
  *      housekeep stamps, temp sweep, removal, eviction
- *      lock      the per-(directory, key) lock
+ *      lock      the miss path's claim: the gate, the node-wide lock
  *   6  job       what one store writes, and running it
  *   7  worker    the publishing thread
  *   8  cache     this: lookup and store on top
@@ -101,17 +102,24 @@ int kdt_cache_store_async(const kdt_cache_item *items, int n,
  * it is the parent's. */
 void kdt_cache_flush(void);
 
-/* One compile per key across the processes of a node that publish to the
- * same directory: the miss path takes this lock (cache/lock.h), looks the
- * key up again, and only then compiles and publishes.  Only a process that
- * will publish takes it: with KDTREE_CACHE=off or readonly, without a
- * directory, or with a directory the trust rules refuse, it returns NULL
- * at once.  Otherwise waits for a holder at most KDTREE_CACHE_LOCK_TIMEOUT
- * seconds (default 120), then returns NULL and the caller compiles anyway;
- * NULL too when no lock can be taken at all (a notice).  A lock dies with
- * its process.  Release with kdt_cache_lock_release() (cache/lock.h), or
- * hand it to kdt_cache_store_async(). */
-kdt_cache_lock *kdt_cache_lock_acquire(const kdt_key *key);
+/* The miss path's claim on a key (cache/lock.h): one compile per key in
+ * this process in every mode (the gate: another thread's compile of the
+ * key is waited for), and across the processes of a node that publish to
+ * the same directory (the node-wide lock).  Only a process that will
+ * publish takes the node-wide lock: not with KDTREE_CACHE=off or
+ * readonly, without a directory, with one the trust rules refuse, or one
+ * it cannot write (a read-only or full file system, a publish of this
+ * process that failed there, or a holder's word that it could not
+ * publish: cache/notice.h).  A wait for another process lasts at most
+ * KDTREE_CACHE_LOCK_TIMEOUT seconds on any one holder (default 120), and
+ * one waiter takes over a holder that is stopped, gone or too slow; the
+ * wait says at info whom it waits for after a second, at warn after
+ * KDT_LOCK_WARN_S.  `what` names the compile for those messages.  Returns
+ * the claim, NULL only without memory; kdt_cache_lock_held() says whether
+ * it holds the node-wide lock, kdt_cache_lock_recheck() whether to look
+ * the key up again before compiling.  Release with
+ * kdt_cache_lock_release(), or hand it to kdt_cache_store_async(). */
+kdt_cache_lock *kdt_cache_lock_acquire(const kdt_key *key, const char *what);
 
 /* Forgets the in-process entries (tests, and the bench between phases),
  * after kdt_cache_flush(): the disk is then the source of every entry. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -197,6 +198,138 @@ kdt_cache_dir_open(const char *base, int flags, int *fd, char *why,
     }
     *fd = dfd;
     return 0;
+}
+
+/* `path` made absolute against the working directory, malloc'ed. */
+static char *
+absolute(const char *path)
+{
+    char cwd[4096];
+    char *s;
+
+    if (path[0] == '/')
+        return strdup(path);
+    if (!getcwd(cwd, sizeof cwd))
+        return strdup(path);
+    s = malloc(strlen(cwd) + strlen(path) + 2);
+    if (s)
+        sprintf(s, "%s/%s", cwd, path);
+    return s;
+}
+
+/* Appends the components of `rest` to the resolved directory `id`
+ * (malloc'ed, reallocated): "." and "" dropped, ".." taking one off (the
+ * directories do not exist, so no link can make ".." mean more). */
+static char *
+append_lexically(char *id, const char *rest)
+{
+    size_t len = strlen(id);
+    char *s = realloc(id, len + strlen(rest) + 2);
+
+    if (!s) {
+        free(id);
+        return NULL;
+    }
+    while (*rest) {
+        const char *end = strchr(rest, '/');
+        size_t n = end ? (size_t)(end - rest) : strlen(rest);
+        if (n == 2 && rest[0] == '.' && rest[1] == '.') {
+            while (len > 1 && s[len - 1] != '/')
+                len--;
+            if (len > 1)
+                len--;
+        } else if (n && !(n == 1 && rest[0] == '.')) {
+            if (len > 1 || s[0] != '/')
+                s[len++] = '/';
+            memcpy(s + len, rest, n);
+            len += n;
+        }
+        rest += n + (end ? 1 : 0);
+    }
+    s[len] = '\0';
+    return s;
+}
+
+char *
+kdt_cache_dir_id(const char *base)
+{
+    char *abs = absolute(base), *id = NULL;
+    size_t cut;
+
+    if (!abs)
+        return NULL;
+    /* The longest prefix that exists, resolved; the rest as it reads. */
+    for (cut = strlen(abs); !id; ) {
+        char c = abs[cut];
+        abs[cut] = '\0';
+        id = realpath(cut ? abs : "/", NULL);
+        abs[cut] = c;
+        if (id || cut == 0)
+            break;
+        while (cut > 0 && abs[cut - 1] != '/')
+            cut--;
+        while (cut > 0 && abs[cut - 1] == '/')
+            cut--;
+    }
+    if (!id)
+        id = strdup("/");
+    if (id && abs[cut])
+        id = append_lexically(id, abs + cut);
+    free(abs);
+    return id;
+}
+
+/* 1 with the reason when the directory `fd` cannot take a new file. */
+static int
+dir_unwritable(int fd, char *why, size_t why_size)
+{
+    struct statvfs vs;
+
+    if (fstatvfs(fd, &vs) == 0 && (vs.f_flag & ST_RDONLY)) {
+        snprintf(why, why_size, "%s", strerror(EROFS));
+        return 1;
+    }
+    if (faccessat(fd, ".", W_OK, AT_EACCESS) != 0) {
+        snprintf(why, why_size, "%s", strerror(errno));
+        return 1;
+    }
+    /* Root may use the blocks reserved for it; a file system that counts
+     * no blocks at all (some FUSE ones) says nothing. */
+    if (fstatvfs(fd, &vs) == 0 && vs.f_blocks > 0
+        && (geteuid() == 0 ? vs.f_bfree : vs.f_bavail) == 0) {
+        snprintf(why, why_size, "%s", strerror(ENOSPC));
+        return 1;
+    }
+    return 0;
+}
+
+int
+kdt_cache_dir_unwritable(const char *base, char *why, size_t why_size)
+{
+    char *path = kdt_layout_entry_dir(base);
+    size_t cut;
+    int r = 0;
+
+    if (!path)
+        return 0;
+    /* <base>/v1, else base, else the nearest ancestor that exists. */
+    for (cut = strlen(path); cut > 0; ) {
+        path[cut] = '\0';
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            r = dir_unwritable(fd, why, why_size);
+            close(fd);
+            break;
+        }
+        if (errno != ENOENT)
+            break;
+        while (cut > 0 && path[cut - 1] != '/')
+            cut--;
+        while (cut > 1 && path[cut - 1] == '/')
+            cut--;
+    }
+    free(path);
+    return r;
 }
 
 static int

@@ -49,6 +49,23 @@ enum {
 int kdt_cache_dir_open(const char *base, int flags, int *fd, char *why,
                        size_t why_size);
 
+/* The identity of a cache directory, malloc'ed (NULL without memory):
+ * its absolute path with every symbolic link, ".", ".." and repeated "/"
+ * resolved, as realpath() gives it for the part that exists; the part
+ * that does not exist yet (a directory a publish will create) follows
+ * lexically.  So /x/c, /x//c, /x/./c, x/c from /, and a link to /x/c are
+ * one directory, and stay one after the directory is created.  It names
+ * the node-wide locks (cache/lock.h) and the marks of cache/notice.h. */
+char *kdt_cache_dir_id(const char *base);
+
+/* 1 when a publish into the base directory `base` cannot succeed for a
+ * reason that shows before trying, with the reason in `why`: the nearest
+ * directory of <base>/v<FORMAT> that exists (it, base, or the ancestor the
+ * publish would create the rest in) is on a read-only file system, is not
+ * writable by this process, or its file system has no free block left.
+ * 0 otherwise (a publish may still fail: EIO, EXDEV, a quota). */
+int kdt_cache_dir_unwritable(const char *base, char *why, size_t why_size);
+
 /* Reads the entry file `name` of the directory `dir_fd` into a malloc'ed
  * buffer once it is known to be a trusted regular file whose header
  * (cache/entry.h: kdt_entry_peek) is sound and declares the file's own

@@ -26,6 +26,7 @@ free_data(kdt_publish_job *job)
     for (int i = 0; i < job->n; i++)
         free(job->e[i].enc);
     free(job->base);
+    free(job->dir_id);
     kdt_cache_hooks_free(&job->hooks);
     free(job);
 }
@@ -67,12 +68,29 @@ kdt_job_build(const kdt_cache_item *items, int n, char *base,
         free_data(j);
         return 0;
     }
+    j->dir_id = kdt_cache_dir_id(base);
+    if (!j->dir_id) {
+        free_data(j);
+        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: out of memory");
+    }
     j->base = base;
     j->max_bytes = kdt_cache_max_bytes();
     kdt_cache_hooks_read(&j->hooks);
     j->lock = lock;
     *job = j;
     return 0;
+}
+
+/* The job's entry could not be published (`why`): said once as a notice,
+ * and told to this process's later misses and, through the lock file, to
+ * the processes waiting for this key, so that none of them waits for, or
+ * locks for, a directory nobody can write. */
+static void
+entry_failed(kdt_publish_job *job, const char *why)
+{
+    kdt_cache_write_failed(job->base, why);
+    (void)kdt_cache_mark_unwritable(job->dir_id);
+    kdt_cache_lock_publish_failed(job->lock);
 }
 
 void
@@ -86,7 +104,7 @@ kdt_job_run(kdt_publish_job *job)
 
     if (kdt_cache_dir_open(job->base, KDT_DIR_CREATE, &fd, why,
                            sizeof why) != 0) {
-        kdt_cache_write_failed(job->base, why);
+        entry_failed(job, why);
         return;
     }
     dir = kdt_layout_entry_dir(job->base);
@@ -97,12 +115,16 @@ kdt_job_run(kdt_publish_job *job)
         if (kdt_cache_publish(fd, kdt_layout_subdir(), &e->key, e->enc,
                               e->size, e->durable, &job->hooks, why,
                               sizeof why) != 0) {
-            kdt_cache_write_failed(job->base, why);
+            if (i > 0) {
+                kdt_cache_write_failed(job->base, why);
+                continue;
+            }
             /* The entry is not there: its aliases would lead nowhere. */
-            if (i == 0)
-                break;
-            continue;
+            entry_failed(job, why);
+            break;
         }
+        if (i == 0)
+            kdt_cache_mark_writable(job->dir_id);
         kdt_layout_entry_name(&e->key, names[n_keep]);
         keep[n_keep] = names[n_keep];
         kdt_log(KDT_LOG_DEBUG, "cache: published %s/%s", dir ? dir : "",

@@ -13,7 +13,11 @@
  * and its aliases only once it is durable (fsync'ed and renamed): an
  * alias never names an entry that a failed publish left out.  `lock` (may
  * be NULL) is released by kdt_job_free(), after the last entry is
- * published, so a process waiting on it finds every entry complete.
+ * published, so a process waiting on it finds every entry complete; when
+ * the entry could not be published, the lock file says so first
+ * (kdt_cache_lock_publish_failed), and the directory is marked
+ * unwritable for this process (cache/notice.h) until a publish there
+ * succeeds.
  *
  * Layer 6 of the cache (see cache/cache.h): includes cache/publish.h,
  * cache/housekeep.h, cache/lock.h, cache/file.h, cache/entry.h,
@@ -49,6 +53,7 @@ typedef struct kdt_publish_entry {
 typedef struct kdt_publish_job {
     struct kdt_publish_job *next; /* the publishing thread's queue link */
     char *base;                   /* the user's cache directory */
+    char *dir_id;                 /* its identity (kdt_cache_dir_id) */
     uint64_t max_bytes;           /* KDTREE_CACHE_MAX_BYTES */
     kdt_cache_hooks hooks;        /* cache/testhook.h */
     kdt_cache_lock *lock;
@@ -62,7 +67,7 @@ typedef struct kdt_publish_job {
  * all of them when items[0] cannot be.  Takes `base` (malloc'ed) and
  * `lock` only when it returns a job.  Returns 0 with *job (NULL when
  * nothing is left to write), or KDTREE_ERROR_OUT_OF_MEMORY when items[0]
- * cannot be encoded for want of memory. */
+ * cannot be encoded, or the job not made, for want of memory. */
 int kdt_job_build(const kdt_cache_item *items, int n, char *base,
                   kdt_cache_lock *lock, kdt_publish_job **job);
 

@@ -90,6 +90,19 @@ kdt_mem_get(const kdt_key *key, kdt_blob *out)
 }
 
 int
+kdt_mem_has(const kdt_key *key)
+{
+    struct mem_entry *e;
+    int r = 0;
+
+    mem_enter();
+    for (e = mem_table[mem_bucket(key)]; e && !r; e = e->next)
+        r = kdt_key_equal(&e->key, key);
+    pthread_mutex_unlock(&mem_lock);
+    return r;
+}
+
+int
 kdt_mem_put(const kdt_key *key, const kdt_blob *blob)
 {
     struct mem_entry *e, **pp;

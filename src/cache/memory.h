@@ -15,6 +15,8 @@
 /* Returns 1 with a copy in *out (caller frees), 0 when absent, or
  * KDTREE_ERROR_OUT_OF_MEMORY. */
 int kdt_mem_get(const kdt_key *key, kdt_blob *out);
+/* 1 when a blob is kept under `key`, else 0. */
+int kdt_mem_has(const kdt_key *key);
 /* Keeps a copy of `blob` under `key` (replacing one kept before).  Returns
  * 0 or KDTREE_ERROR_OUT_OF_MEMORY. */
 int kdt_mem_put(const kdt_key *key, const kdt_blob *blob);

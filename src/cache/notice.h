@@ -39,4 +39,19 @@ void kdt_cache_write_failed(const char *dir, const char *why);
  * reason goes to `why` (when size > 0; "" when none failed). */
 unsigned long kdt_cache_write_failures(char *why, size_t why_size);
 
+/* The directories this process found it cannot publish into, by their
+ * identity (cache/file.h: kdt_cache_dir_id): a publish that failed, a
+ * directory on a read-only or full file system, or another process's word
+ * in a lock file (cache/lock.h).  The miss path takes no node-wide lock
+ * for such a directory: nobody would publish what the others wait for.
+ * A later publish that succeeds there clears the mark, and
+ * kdt_cache_written_at() says when (seconds since the epoch; 0: never):
+ * a word in a lock file older than that is out of date.
+ * kdt_cache_mark_unwritable() returns 1 when the mark is new, 0 when it
+ * was there (or cannot be kept for want of memory). */
+int kdt_cache_mark_unwritable(const char *dir_id);
+void kdt_cache_mark_writable(const char *dir_id);
+int kdt_cache_is_unwritable(const char *dir_id);
+double kdt_cache_written_at(const char *dir_id);
+
 #endif /* KDT_CACHE_NOTICE_H */

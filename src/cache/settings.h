@@ -64,7 +64,7 @@ int kdt_cache_parse_size(const char *s, uint64_t *out);
 uint64_t kdt_cache_max_bytes(void);
 
 /* KDTREE_CACHE_LOCK_TIMEOUT: how long the miss path waits for another
- * process's compile of a key.  Decimal
+ * process's compile of a key before it takes the compile over.  Decimal
  * seconds ("12", "0.5"; 0: never wait), at most the bound below; anything
  * else warns once and means the default. */
 #define KDT_CACHE_LOCK_TIMEOUT_DEFAULT 120.0

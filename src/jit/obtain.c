@@ -254,9 +254,10 @@ obtain_without_compiler(int id, const int64_t *vals, const char *target,
                     d->name, shape, target, why);
 }
 
-/* A miss: one process of the node compiles, the others wait for its
- * entry (kdt_cache_lock_acquire), then look again; a compile that failed
- * here before fails again at once (jit/failures.h). */
+/* A miss: one thread of the process and one process of the node
+ * compiles, the others wait for its entry (kdt_cache_lock_acquire), then
+ * look again; a compile that failed here before, or while this thread
+ * waited, fails again at once (jit/failures.h). */
 static int
 compile_and_store(const kdt_nvrtc *nv, int id, const int64_t *vals,
                   const char *target, int kind, const kdt_key *key,
@@ -265,9 +266,15 @@ compile_and_store(const kdt_nvrtc *nv, int id, const int64_t *vals,
     int st = kdt_failure_recall(key);
     if (st)
         return st;
-    kdt_cache_lock *lock = kdt_cache_lock_acquire(key);
-    if (lock) {
-        st = kdt_cache_lookup(key, pre->text, pre->len, out, from);
+    char what[320], shape[256];
+    kdt_shape_format(id, vals, shape, sizeof shape);
+    snprintf(what, sizeof what, "%s (%s) for %s", kdt_kernel_def_get(id)->name,
+             shape, target);
+    kdt_cache_lock *lock = kdt_cache_lock_acquire(key, what);
+    if (kdt_cache_lock_recheck(lock)) {
+        st = kdt_failure_recall(key);
+        if (st == KDTREE_OK)
+            st = kdt_cache_lookup(key, pre->text, pre->len, out, from);
         if (st != 0) {
             kdt_cache_lock_release(lock);
             return st < 0 ? st : KDTREE_OK;
