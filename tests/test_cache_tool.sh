@@ -4,7 +4,7 @@
 # (with each entry's NVRTC),
 # resources, explain (a hit, and misses that name the differing field), verify and gc
 # on a corrupted entry and on an alias without its entry, gc of temp and
-# lock files, eviction by gc --max-bytes, clear, --all with a
+# lock files, a SIGINT, eviction by gc --max-bytes, clear, --all with a
 # read-only layer, populate into a full disk (exit 3, with the reason),
 # and the exit codes scripts rely on.  Skips (77) when NVRTC is
 # unavailable (populate is how entries are made); what needs no NVRTC is
@@ -152,6 +152,22 @@ if command -v flock >/dev/null; then
     cleanup=:
 else
     echo "test_cache_tool: no flock(1): a held lock file not tried"
+fi
+
+# SIGINT stops the tool with a line that says so and status 130, during
+# a compile too (NVRTC's own handler exited 4, without a word).
+if env --default-signal=INT true 2>/dev/null; then
+    env --default-signal=INT "$tool" --dir "$tmp/sig" populate \
+        --arch "sm_90 sm_100 sm_120" draft_topk verify_attn >"$tmp/out" 2>&1 &
+    pid=$!
+    sleep 0.5
+    kill -INT "$pid"
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 130 ] || fail "populate stopped by SIGINT exited $rc"
+    has "^kdtree-cache: stopped by SIGINT"
+else
+    echo "test_cache_tool: env has no --default-signal: SIGINT not tried"
 fi
 
 # --all shows a read-only layer as well.

@@ -21,11 +21,17 @@
  *   3  the cache cannot be used (no directory, a --dir that does not
  *      exist, refused by the trust rules, not writable, full, I/O
  *      error), with the reason on stderr
+ *   128 + N  stopped by signal N (SIGINT 130, SIGTERM 143, SIGHUP 129),
+ *      with "kdtree-cache: stopped by SIGINT" on stderr (but for one that
+ *      comes while the program is still being loaded); every entry on
+ *      disk is whole
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +265,54 @@ writable_user_dir(void)
     unlinkat(fd, name, 0);
     close(fd);
     return user;
+}
+
+/* ---- signals ------------------------------------------------------------ */
+
+/* SIGINT, SIGTERM and SIGHUP end the tool at once with a line that says so
+ * and exit status 128 + N (130 for SIGINT), as a shell reports a command a
+ * signal ended.  NVRTC installs a SIGINT handler of its own for the length
+ * of a compile, which exited 4 without a word, and resets the signal to
+ * "ignored" on the way, which drops one that is pending: so the signals
+ * are blocked in every thread (threads inherit the mask) and one thread
+ * takes them with sigwait(), at once, whatever handler is installed. */
+static sigset_t stop_signals;
+
+static void *
+stop_watch(void *arg)
+{
+    int sig = 0;
+
+    (void)arg;
+    while (sigwait(&stop_signals, &sig) != 0)
+        ;
+    fflush(stdout);
+    fprintf(stderr, "kdtree-cache: stopped by %s\n",
+            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+    /* Entries on disk are whole (a publish is a rename); a temp file cut
+     * short is swept later. */
+    _exit(128 + sig);
+}
+
+/* Before any other thread exists. */
+static void
+watch_stop_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    pthread_t t;
+
+    sigemptyset(&stop_signals);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* A signal ignored by whoever started us (nohup) stays ignored. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaddset(&stop_signals, sigs[i]);
+    }
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    if (pthread_create(&t, NULL, stop_watch, NULL) == 0)
+        pthread_detach(t);
+    else
+        pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
 }
 
 /* Compiles one; EXIT_CACHE when the entry could not be written. */
@@ -631,8 +685,10 @@ int
 main(int argc, char **argv)
 {
     args a;
-    int r = parse_args(argc, argv, &a);
+    int r;
 
+    watch_stop_signals();
+    r = parse_args(argc, argv, &a);
     if (r != EXIT_OK)
         return r;
     if (strcmp(a.cmd, "--help") == 0 || strcmp(a.cmd, "-h") == 0) {
