@@ -216,6 +216,18 @@ int32_t kdtree_library_info_size(void);
  * nothing. */
 int32_t kdtree_set_site_packages(const char *dirs);
 
+/* ---- the cache: read-only layers that packages ship -------------------- */
+
+/* Adds `dir`, an absolute path, as a read-only cache layer (its entries in
+ * dir/v1/, docs/cache.md) searched after $KDTREE_CACHE_PATH's layers and
+ * before the prebuilt layer and the user's cache, for the rest of the
+ * process.  `name` ("kdtree-jit-cubin 0.2.0") is what it is called when a
+ * kernel is in no cache and cannot be compiled.  The Python package adds
+ * the kdtree-jit-cubin package's layer (docs/cluster.md).  Adding a
+ * directory again changes nothing and returns KDTREE_OK; a relative or
+ * empty path, or a ninth layer, is KDTREE_ERROR_INVALID_ARGUMENT. */
+int32_t kdtree_add_cache_layer(const char *dir, const char *name);
+
 /* ---- runtime ---------------------------------------------------------- */
 
 /* A runtime for CUDA device `device` (an ordinal as CUDA counts them).

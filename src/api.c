@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cache/cache.h"
+#include "cache/settings.h"
 #include "base/error.h"
 #include "jit/obtain.h"
 #include "jit/registry.h"
@@ -120,5 +121,30 @@ kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
     kdt_blob_free(&blob);
     if (out_cached)
         *out_cached = from != KDT_FROM_NONE;
+    return KDTREE_OK;
+}
+
+KDT_EXPORT int32_t
+kdtree_add_cache_layer(const char *dir, const char *name)
+{
+    static const char fn[] = "kdtree_add_cache_layer";
+    kdt_clear_error();
+    int st = kdt_check_host(fn, "dir", dir);
+    if (st)
+        return st;
+    if ((st = kdt_check_host(fn, "name", name)))
+        return st;
+    /* A relative path would name another directory whenever the process
+     * changed its working directory. */
+    if (dir[0] != '/')
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: \"%s\" is not an absolute path", fn, dir);
+    int r = kdt_cache_add_package_layer(dir, name);
+    if (r < 0)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: %s not added: %d layers already, or no memory",
+                        fn, dir, KDT_CACHE_MAX_PACKAGE_LAYERS);
+    kdt_log(KDT_LOG_INFO, "cache: read-only layer %s (%s)%s", dir, name,
+            r ? " was added already" : " added");
     return KDTREE_OK;
 }

@@ -208,12 +208,66 @@ push_dir(char ***dirs, size_t *n, const char *var, const char *s, size_t len)
     return 0;
 }
 
+/* The package layers: set through the API, not the environment (a Python
+ * package finds its companion's directory; nothing to export to child
+ * processes), so they live here for the process.  Added, never removed:
+ * a lookup copies them under the lock. */
+static pthread_mutex_t pkg_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *pkg_dir[KDT_CACHE_MAX_PACKAGE_LAYERS];
+static char *pkg_name[KDT_CACHE_MAX_PACKAGE_LAYERS];
+static size_t pkg_n;
+
+int
+kdt_cache_add_package_layer(const char *dir, const char *name)
+{
+    int r = 0;
+
+    pthread_mutex_lock(&pkg_lock);
+    for (size_t i = 0; i < pkg_n; i++)
+        if (strcmp(pkg_dir[i], dir) == 0)
+            r = 1;
+    if (r == 0 && pkg_n == KDT_CACHE_MAX_PACKAGE_LAYERS)
+        r = -1;
+    if (r == 0) {
+        char *d = strdup(dir), *m = strdup(name);
+        if (d && m) {
+            pkg_dir[pkg_n] = d;
+            pkg_name[pkg_n++] = m;
+        } else {
+            free(d);
+            free(m);
+            r = -1;
+        }
+    }
+    pthread_mutex_unlock(&pkg_lock);
+    return r;
+}
+
+void
+kdt_cache_package_layers_text(char *buf, size_t size)
+{
+    size_t used = 0;
+
+    if (size)
+        buf[0] = '\0';
+    pthread_mutex_lock(&pkg_lock);
+    for (size_t i = 0; i < pkg_n && used < size; i++) {
+        int m = snprintf(buf + used, size - used, "%s%s (%s)",
+                         i ? "; " : "", pkg_name[i], pkg_dir[i]);
+        if (m < 0)
+            break;
+        used += (size_t)m;
+    }
+    pthread_mutex_unlock(&pkg_lock);
+}
+
 char **
 kdt_cache_layer_dirs(size_t *n)
 {
     char **dirs = NULL;
     const char *path = getenv("KDTREE_CACHE_PATH");
     const char *pre = getenv("KDTREE_CACHE_PREBUILT_DIR");
+    int failed = 0;
 
     *n = 0;
     while (path && *path) {
@@ -223,6 +277,13 @@ kdt_cache_layer_dirs(size_t *n)
             goto oom;
         path = c ? c + 1 : NULL;
     }
+    pthread_mutex_lock(&pkg_lock);
+    for (size_t i = 0; !failed && i < pkg_n; i++)
+        failed = push_dir(&dirs, n, "kdtree_add_cache_layer", pkg_dir[i],
+                          strlen(pkg_dir[i])) != 0;
+    pthread_mutex_unlock(&pkg_lock);
+    if (failed)
+        goto oom;
     if (!pre)
         pre = KDT_PREBUILT_CACHE_DIR;
     if (*pre && push_dir(&dirs, n, "KDTREE_CACHE_PREBUILT_DIR", pre,

@@ -9,7 +9,8 @@
  *                            $XDG_CACHE_HOME/kdtree-jit (absolute only),
  *                            else $HOME/.cache/kdtree-jit
  *   KDTREE_CACHE_PATH        read-only layers, colon-separated, searched
- *                            first
+ *                            first; then the layers packages add
+ *                            (kdtree_add_cache_layer(), not the environment)
  *   KDTREE_CACHE_PREBUILT_DIR  the prebuilt layer, searched after them
  *                            ("" for none; unset: the installed one)
  *   KDTREE_CACHE_MAX_BYTES   the user directory's byte cap
@@ -44,13 +45,26 @@ const char *kdt_cache_mode_name(int mode);
  * Malloc'ed. */
 char *kdt_cache_user_dir(void);
 
-/* The read-only layers in search order ($KDTREE_CACHE_PATH, then the
- * prebuilt layer: $KDTREE_CACHE_PREBUILT_DIR when set, "" meaning none,
- * else the installed KDT_PREBUILT_CACHE_DIR).  Base directories, without
- * the v<FORMAT> part; free with kdt_cache_free_dirs().  NULL with *n = 0
- * when there are none (or no memory for them). */
+/* The read-only layers in search order ($KDTREE_CACHE_PATH, the package
+ * layers, then the prebuilt layer: $KDTREE_CACHE_PREBUILT_DIR when set, ""
+ * meaning none, else the installed KDT_PREBUILT_CACHE_DIR).  Base
+ * directories, without the v<FORMAT> part; free with kdt_cache_free_dirs().
+ * NULL with *n = 0 when there are none (or no memory for them). */
 char **kdt_cache_layer_dirs(size_t *n);
 void kdt_cache_free_dirs(char **dirs, size_t n);
+
+/* At most this many package layers (a process has one or two: the
+ * companion cubin package, a framework's own). */
+#define KDT_CACHE_MAX_PACKAGE_LAYERS 8
+
+/* kdtree_add_cache_layer(): a read-only layer a package ships, named
+ * `name` in messages.  Returns 0 when added, 1 when `dir` was there
+ * already (unchanged), -1 when the table is full or memory ran out. */
+int kdt_cache_add_package_layer(const char *dir, const char *name);
+
+/* The package layers as "NAME (DIR)", "; "-joined, into buf ("" when there
+ * are none; cut at `size`). */
+void kdt_cache_package_layers_text(char *buf, size_t size);
 
 /* Default byte cap of the user's directory. */
 #define KDT_CACHE_DEFAULT_MAX_BYTES ((uint64_t)1 << 30)

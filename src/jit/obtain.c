@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "cache/cache.h"
 #include "cache/entry.h"
+#include "cache/settings.h"
 #include "cuda/nvrtc.h"
 #include "jit/failures.h"
 #include "jit/obtain.h"
@@ -246,12 +247,17 @@ obtain_without_compiler(int id, const int64_t *vals, const char *target,
     } else {
         kdt_blob_free(&version);
     }
-    char shape[256];
+    char shape[256], packages[1024];
     kdt_shape_format(id, vals, shape, sizeof shape);
+    /* A process that counted on a package's prebuilt entries learns that
+     * this shape is not among them, and which package was searched. */
+    kdt_cache_package_layers_text(packages, sizeof packages);
     return kdt_fail(no_compiler,
-                    "%s (%s) for %s is not in any cache and cannot be "
+                    "%s (%s) for %s is not in any cache%s%s and cannot be "
                     "compiled: %s",
-                    d->name, shape, target, why);
+                    d->name, shape, target,
+                    *packages ? ", nor in the read-only layer of " : "",
+                    packages, why);
 }
 
 /* A miss: one thread of the process and one process of the node
