@@ -13,7 +13,10 @@ works with no prior ./configure && make and nothing but a C compiler:
   declarations from it.
 
 An sdist carries those inputs under _csrc/ (this directory cannot reach
-../ once unpacked elsewhere).  Everything else is in pyproject.toml.
+../ once unpacked elsewhere).  The repository's LICENSE is copied beside
+this file, where pyproject.toml's license-files names it (a path may not
+leave the project's directory); an sdist carries that copy.  Everything
+else is in pyproject.toml.
 """
 import os
 import re
@@ -196,6 +199,27 @@ class BdistWheel(bdist_wheel):
         return "py3", "none", plat
 
 
+def copy_license():
+    """../LICENSE of a checkout to ./LICENSE (ignored by git); an unpacked
+    sdist has it already."""
+    src = os.path.join(os.path.dirname(HERE), "LICENSE")
+    dst = os.path.join(HERE, "LICENSE")
+    if os.path.isfile(src):
+        with open(src, "rb") as f:
+            text = f.read()
+        old = None
+        if os.path.isfile(dst):
+            with open(dst, "rb") as f:
+                old = f.read()
+        if old != text:
+            with open(dst, "wb") as f:
+                f.write(text)
+    elif not os.path.isfile(dst):
+        raise SystemExit("kdtree-jit: no LICENSE (../LICENSE of a checkout, "
+                         "or ./LICENSE of an sdist)")
+
+
+copy_license()
 setup(version=version(c_root()),
       distclass=BinaryDistribution,
       cmdclass={"build": Build, "build_kdtree": BuildKdtree,
