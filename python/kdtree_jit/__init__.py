@@ -27,7 +27,8 @@ import collections
 import os
 import time
 
-from ._lib import EXPECTED_ABI, AbiMismatch, LibraryNotFound, load
+from ._lib import (EXPECTED_ABI, AbiMismatch, LibraryNotFound, cubin_info,
+                   load)
 from ._runtime import (V_DIM, KV_DIM, Accept, Attn, Bound, Draft,  # noqa: F401
                        KdtreeError, Runtime, Tree, fail, text)
 
@@ -213,8 +214,11 @@ def info(driver=True):
     """What this process runs: the package and library versions, which
     libkdtree and header were loaded, and which NVRTC and CUDA driver the
     library uses -- each with "path", "found_by", "version", or why it
-    could not be loaded ("status", "detail").  Loads NVRTC (no GPU
-    needed) and, unless driver=False, loads and initialises the driver."""
+    could not be loaded ("status", "detail").  "cubin" is None, or says
+    what the kdtree-jit-cubin package's layer holds ("entries",
+    "aliases", "nvrtc": the build that compiled them) and whether it
+    serves this process ("serves", "note").  Loads NVRTC (no GPU needed)
+    and, unless driver=False, loads and initialises the driver."""
     b = _binding()
     out = {"version": _text(b.ffi, b.lib.kdtree_version_string()),
            "abi": int(b.lib.kdtree_abi_version()),
@@ -222,6 +226,7 @@ def info(driver=True):
            if os.sep in b.library_path else b.library_path,
            "header": b.header_path,
            "nvrtc": _library_info(b, b.lib.kdtree_nvrtc_info)}
+    out["cubin"] = cubin_info(b, out["nvrtc"])
     if driver:
         out["driver"] = _library_info(b, b.lib.kdtree_driver_info)
     return out

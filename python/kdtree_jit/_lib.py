@@ -14,10 +14,15 @@ or the checkout this package sits in), or where the dynamic loader finds
 
 Once loaded, the library is told which of ``sys.path`` hold NVIDIA's
 packages (``nvidia/``), so that it finds NVRTC in the nvidia-cuda-nvrtc
-wheels with no configuration.
+wheels with no configuration, and, when the kdtree-jit-cubin package is
+installed (``kdtree_jit_cubin``), that its directory of compiled kernels is
+a read-only cache layer (``kdtree_add_cache_layer()``), searched before the
+user's cache.
 """
 
 import ctypes.util
+import importlib
+import importlib.util
 import os
 import re
 import sys
@@ -122,6 +127,83 @@ def _tell_site_packages(ffi, lib):
         lib.kdtree_set_site_packages(dirs.encode())
 
 
+#: The companion package of compiled kernels, and its import name.
+CUBIN_PACKAGE = "kdtree-jit-cubin"
+_CUBIN_MODULE = "kdtree_jit_cubin"
+
+
+def _add_cubin_layer(ffi, lib):
+    """Adds the kdtree-jit-cubin package's layer to the library's search
+    path.  Returns (module or None, why it was not added or None)."""
+    if importlib.util.find_spec(_CUBIN_MODULE) is None:
+        return None, None
+    # Installed: a failure to import it is said, not taken for absence.
+    try:
+        module = importlib.import_module(_CUBIN_MODULE)
+    except Exception as e:  # noqa: BLE001 -- any failure of its import
+        return None, "%s cannot be imported: %s" % (_CUBIN_MODULE, e)
+    try:
+        add = lib.kdtree_add_cache_layer
+    except AttributeError:
+        return module, "the loaded libkdtree has no kdtree_add_cache_layer()"
+    try:
+        name = "%s %s" % (CUBIN_PACKAGE, module.build()["version"])
+    except (OSError, ValueError, KeyError) as e:
+        return module, "its layer.json cannot be read: %s" % e
+    st = add(module.LAYER.encode(), name.encode())
+    if st:
+        return module, ffi.string(lib.kdtree_last_error()).decode()
+    return module, None
+
+
+def cubin_info(b, nvrtc):
+    """What kdtree_jit.info() says of the kdtree-jit-cubin layer: None when
+    the package is not installed, else its version, path, how many entries
+    and aliases it holds, the NVRTC build that compiled them, and whether
+    they serve this process (`nvrtc` is info()'s NVRTC record: an entry's
+    key names the NVRTC build, so another NVRTC misses them all)."""
+    module = b.cubin
+    if module is None:
+        return None if b.cubin_error is None else {
+            "package": CUBIN_PACKAGE, "added": False, "serves": False,
+            "note": "not added: %s" % b.cubin_error}
+    out = {"package": CUBIN_PACKAGE, "path": module.LAYER, "added":
+           b.cubin_error is None}
+    try:
+        built = module.build()
+    except (OSError, ValueError) as e:
+        built = {}
+        out["note"] = "layer.json cannot be read: %s" % e
+    out.update(module.scan(module.LAYER))
+    out["version"] = built.get("version")
+    out["nvrtc"] = built.get("nvrtc")
+    version = b.ffi.string(b.lib.kdtree_version_string()).decode()
+    here = nvrtc["detail"] if nvrtc["loaded"] else None
+    if b.cubin_error is not None:
+        serves, note = False, "not added: %s" % b.cubin_error
+    elif not built:
+        serves, note = False, out["note"]
+    elif built.get("kdtree_jit") != version:
+        serves, note = False, (
+            "built for kdtree-jit %s, this library is %s: its keys differ; "
+            "install the kdtree-jit-cubin of this version"
+            % (built.get("kdtree_jit"), version))
+    elif here is None:
+        serves, note = True, (
+            "no NVRTC in this process: its shapes load through their "
+            "aliases; any other shape fails")
+    elif here == built.get("nvrtc"):
+        serves, note = True, "built by this process's NVRTC"
+    else:
+        serves, note = False, (
+            "built by NVRTC %s, this process's is %s: its entries miss and "
+            "kernels compile here; `pip install %s[nvrtc]` installs the "
+            "NVRTC it was built by" % (built.get("nvrtc"), here,
+                                       CUBIN_PACKAGE))
+    out["serves"], out["note"] = serves, note
+    return out
+
+
 class _Loaded(object):
     def __init__(self, ffi, lib, library_path, header_path, cdef):
         self.ffi = ffi
@@ -129,6 +211,8 @@ class _Loaded(object):
         self.library_path = library_path
         self.header_path = header_path
         self.cdef = cdef
+        self.cubin = None
+        self.cubin_error = None
 
 
 _lock = threading.Lock()
@@ -216,6 +300,7 @@ def load(library=None, header=None):
                                              library_path, abi))
         _tell_site_packages(ffi, lib)
         loaded = _Loaded(ffi, lib, library_path, header_path, cdef)
+        loaded.cubin, loaded.cubin_error = _add_cubin_layer(ffi, lib)
         if library is None and header is None:
             _loaded = loaded
         return loaded
