@@ -18,7 +18,7 @@
 #    shape it holds answers kdtree_jit.compile() with zero compiles, and a
 #    shape it lacks fails naming the package and the shape; with the NVRTC
 #    that built it, its shapes still compile nothing and a shape it lacks
-#    compiles.
+#    compiles; made group-writable, info() says the library refuses it.
 #
 # With KDT_DIST_DIR set, the three artifacts are copied there (.ci/run
 # keeps them).  Skips (77) as tests/pip_test_lib.sh says, and without the
@@ -225,6 +225,25 @@ rm -rf "$XDG_CACHE_HOME"
     "$tmp/src/cubin/shapes.txt" nvrtc "$tmp/src/cubin/build.py") \
     >"$tmp/cubin-nvrtc.log" 2>&1 || { tail -n 30 "$tmp/cubin-nvrtc.log"; fail "kdtree-jit-cubin with NVRTC"; }
 cat "$tmp/cubin-nvrtc.log"
+
+step "kdtree-jit-cubin group-writable (pip under umask 002): refused, and said"
+layer=$(echo "$tmp"/cubin-venv/lib/python3*/site-packages/kdtree_jit_cubin/layer)
+chmod g+w "$layer"
+rm -rf "$XDG_CACHE_HOME"
+(cd "$tmp/elsewhere" && KDTREE_NVRTC_LIBRARY=/nonexistent/libnvrtc.so.13 \
+    KDTREE_LOG=error "$tmp/cubin-venv/bin/python" -c '
+import kdtree_jit
+c = kdtree_jit.info(driver=False)["cubin"]
+assert not c["serves"] and "writable by group" in c["note"], c
+try:
+    kdtree_jit.compile("verify_attn", "sm_120", H=8, PAGE=64, N_MAX=65)
+    raise AssertionError("a refused layer served")
+except kdtree_jit.KdtreeError as e:
+    assert e.name == "KDTREE_ERROR_NO_COMPILER", e
+print("info()[\"cubin\"]:", c["note"])
+') >"$tmp/refused.log" 2>&1 || { cat "$tmp/refused.log"; fail "a refused layer"; }
+cat "$tmp/refused.log"
+chmod g-w "$layer"
 
 step "the artifacts"
 ls -l "$sdist" "$repaired" "$cubin"

@@ -156,6 +156,27 @@ def _add_cubin_layer(ffi, lib):
     return module, None
 
 
+def _refused(layer):
+    """Why the library's trust rule (docs/cache.md, "Trust") refuses the
+    layer, or None: each of the layer, its v1/ and its entries must be
+    owned by this user or root and not writable by group or others (pip
+    under a umask of 002 leaves them group-writable)."""
+    euid = os.geteuid()
+    v1 = os.path.join(layer, "v1")
+    try:
+        paths = [layer, v1] + [os.path.join(v1, n) for n in os.listdir(v1)]
+        for path in paths:
+            st = os.stat(path)
+            if st.st_uid not in (euid, 0):
+                return "%s is owned by uid %d" % (path, st.st_uid)
+            if st.st_mode & 0o022:
+                return "%s is writable by group or others (mode %o); " \
+                    "chmod -R go-w %s" % (path, st.st_mode & 0o777, layer)
+    except OSError as e:
+        return str(e)
+    return None
+
+
 def cubin_info(b, nvrtc):
     """What kdtree_jit.info() says of the kdtree-jit-cubin layer: None when
     the package is not installed, else its version, path, how many entries
@@ -179,8 +200,11 @@ def cubin_info(b, nvrtc):
     out["nvrtc"] = built.get("nvrtc")
     version = b.ffi.string(b.lib.kdtree_version_string()).decode()
     here = nvrtc["detail"] if nvrtc["loaded"] else None
+    refused = _refused(module.LAYER)
     if b.cubin_error is not None:
         serves, note = False, "not added: %s" % b.cubin_error
+    elif refused:
+        serves, note = False, "the library refuses it: %s" % refused
     elif not built:
         serves, note = False, out["note"]
     elif built.get("kdtree_jit") != version:
