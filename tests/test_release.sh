@@ -18,7 +18,8 @@
 #    shape it holds answers kdtree_jit.compile() with zero compiles, and a
 #    shape it lacks fails naming the package and the shape; with the NVRTC
 #    that built it, its shapes still compile nothing and a shape it lacks
-#    compiles; made group-writable, info() says the library refuses it.
+#    compiles; made group-writable, or with KDTREE_CACHE=off, info()
+#    says it does not serve.
 #
 # With KDT_DIST_DIR set, the three artifacts are copied there (.ci/run
 # keeps them).  Skips (77) as tests/pip_test_lib.sh says, and without the
@@ -226,7 +227,7 @@ rm -rf "$XDG_CACHE_HOME"
     >"$tmp/cubin-nvrtc.log" 2>&1 || { tail -n 30 "$tmp/cubin-nvrtc.log"; fail "kdtree-jit-cubin with NVRTC"; }
 cat "$tmp/cubin-nvrtc.log"
 
-step "kdtree-jit-cubin group-writable (pip under umask 002): refused, and said"
+step "kdtree-jit-cubin group-writable (pip under umask 002), or KDTREE_CACHE=off: said"
 layer=$(echo "$tmp"/cubin-venv/lib/python3*/site-packages/kdtree_jit_cubin/layer)
 chmod g+w "$layer"
 rm -rf "$XDG_CACHE_HOME"
@@ -244,6 +245,11 @@ print("info()[\"cubin\"]:", c["note"])
 ') >"$tmp/refused.log" 2>&1 || { cat "$tmp/refused.log"; fail "a refused layer"; }
 cat "$tmp/refused.log"
 chmod g-w "$layer"
+(cd "$tmp/elsewhere" && KDTREE_CACHE=off "$tmp/cubin-venv/bin/python" -c '
+import kdtree_jit
+c = kdtree_jit.info(driver=False)["cubin"]
+assert not c["serves"] and "KDTREE_CACHE=off" in c["note"], c
+print("KDTREE_CACHE=off:", c["note"])') || fail "info() under KDTREE_CACHE=off"
 
 step "the artifacts"
 ls -l "$sdist" "$repaired" "$cubin"

@@ -205,6 +205,8 @@ def cubin_info(b, nvrtc):
         serves, note = False, "not added: %s" % b.cubin_error
     elif refused:
         serves, note = False, "the library refuses it: %s" % refused
+    elif os.environ.get("KDTREE_CACHE") == "off":
+        serves, note = False, "KDTREE_CACHE=off: no layer is read"
     elif not built:
         serves, note = False, out["note"]
     elif built.get("kdtree_jit") != version:
