@@ -1,19 +1,21 @@
 /*
- * verify_attn_wgmma.cuh: verify_attn on Hopper's warpgroup MMA (sm_90a).
- * verify_attn.cu includes it instead of its mma.sync body when
- * KDT_ATTN_WGMMA is 1, i.e. when NVRTC compiles for sm_90a (the library's
- * target on compute capability 9.0: H100 / H200).  Same contract
- * (docs/contract.md §3, verify_attn), same grid shape (row tile,
- * split, request), same workspace and merge kernel.
+ * verify_attn_wgmma.cuh: verify_attn on Hopper's warpgroup MMA, the body
+ * of sm_90a (and compute_90a): the library's target on compute
+ * capability 9.0, H100 / H200.  verify_attn.cu includes it when
+ * KDT_ATTN_WGMMA is 1, in place of verify_attn_mma.cuh, after the shape
+ * constants, the block prelude and the epilogue's helpers both bodies
+ * share; the merge kernel follows it there.  Same contract
+ * (docs/contract.md §3, verify_attn), same grid shape (row tile, split,
+ * request), same workspace.
  *
  * Why a second body: mma.sync issues at most ~640 TFLOP/s on an H200
  * (tools/dev/mma_peak.cu), and its operands pass through registers, so a
  * 576/512-wide MLA tile costs more shared-memory bandwidth and register
- * file than the tensor pipe can use (docs/performance.md, verify_attn
- * history); the mma.sync body reaches 20-26% of 989 TFLOP/s.  wgmma reads both operands from shared memory itself, and
- * Hopper lets a block have 227 KB of it, so the whole 64-row Q tile and
- * two 64-token KV tiles stay resident.  sm_120 (99 KB, no wgmma) keeps the
- * mma.sync body.
+ * file than the tensor pipe can use; the mma.sync body reaches 20-26% of
+ * 989 TFLOP/s (docs/performance.md).  wgmma reads both operands from
+ * shared memory itself, and Hopper lets a block have 227 KB of it, so the
+ * whole 64-row Q tile and two 64-token KV tiles stay resident.  sm_120
+ * (99 KB, no wgmma) keeps the mma.sync body.
  *
  * Block = 64 folded rows x one KV split of one request, two warpgroups:
  *  - WG0: S = Q K^T for a 64-token tile (36 k16 steps of m64n64k16), the
@@ -40,8 +42,8 @@
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
- * that fit beside Q) and what was tried: docs/performance.md,
- * verify_attn history (fifth to seventh sessions).
+ * that fit beside Q) and what was tried: docs/performance.md, its table
+ * of ideas tried.
  *
  * Shared memory (one 1024-byte-aligned base): Q 64 x 576 bf16, two KV
  * stages of 64 x 576, P 64 x 64, alpha[64], l[64].  Every operand tile is
@@ -55,7 +57,6 @@ constexpr int BM = KDT_ATTN_WG_BM;
 constexpr int BN = KDT_ATTN_WG_BN;
 constexpr int NTHREADS = KDT_ATTN_WG_THREADS;
 constexpr int KBLK = D_QK / 64;               /* 64-column swizzle blocks */
-constexpr int CHUNKS = D_QK * 2 / 16;         /* 16-byte pieces of a row */
 constexpr int BLK_BYTES = BN * 128;           /* one block of a KV tile */
 constexpr int TILE_BYTES = BN * D_QK * 2;
 constexpr int Q_BLK_BYTES = BM * 128;
@@ -65,15 +66,12 @@ constexpr int P_OFF = K_OFF + 2 * TILE_BYTES;
 constexpr int ALPHA_OFF = P_OFF + BM * BN * 2;
 constexpr int L_OFF = ALPHA_OFF + BM * 4;
 constexpr int SMEM_BYTES = L_OFF + BM * 4 + 1024; /* + alignment slack */
-constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
 static_assert(SMEM_BYTES == KDT_ATTN_WG_SMEM, "kdt_attn_tiles.h disagrees");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
               "the roles below are two warpgroups, m64, 64-token tiles");
 static_assert(D_QK % 64 == 0 && VCOLS == 256, "576 / 512 dims");
-static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX, "range");
-static_assert(PAGE >= 1 && PAGE <= 256, "range");
 
 /* named barriers (0 is __syncthreads): each is one producer warpgroup's
  * bar.arrive against the other's bar.sync, 256 threads */
@@ -396,10 +394,10 @@ qk_issue(float (&s)[32], uint64_t dq, uint64_t dk)
  * Why registers: a tail tile's mask loads, issued while WG1's cp.async of
  * the next KV tile fill the SM's load pipeline, stalled WG0 (5-8% of the
  * time at 513 rows), and neither fetching the lines early nor staging
- * them in shared memory took it back (docs/performance.md, eleventh
- * session).  So the mask words are loaded when the block starts, before
- * the Q tile's and first KV tile's cp.async (tail_words_load), and packed
- * once those have landed (tail_bits_pack). */
+ * them in shared memory took it back (docs/performance.md, the table of
+ * ideas tried).  So the mask words are loaded when the block starts,
+ * before the Q tile's and first KV tile's cp.async (tail_words_load), and
+ * packed once those have landed (tail_bits_pack). */
 constexpr int TAIL_TILES = (N_MAX + 2 * BN - 2) / BN;
 /* mask words a row's tail tiles span: each tile's 64 bits start
  * anywhere in a word, so TAIL_TILES pairs and one more */

@@ -36,6 +36,7 @@ int kdt_verify_attn_splits_override;
 
 static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "kdt_math.cuh", "kdt_attn_tiles.h",
+                                         "verify_attn_mma.cuh",
                                          "verify_attn_wgmma.cuh",
                                          "kdt_mma.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",

@@ -3,8 +3,9 @@
 # (tools/dev/emu: one pthread per CUDA thread, prep_attn.sh's PTX
 # interpreter) against ref/verify_attn.c; no GPU needed.
 #
-# Default kernel: kernels_src/verify_attn.cu, with kernels_src/kdt_mma.cuh
-# (a KERNEL.cu elsewhere may bring its own kdt_mma.cuh beside it).  Each
+# Default kernel: kernels_src/verify_attn.cu, with its mma.sync body
+# kernels_src/verify_attn_mma.cuh and kernels_src/kdt_mma.cuh (a KERNEL.cu
+# elsewhere may bring its own of either beside it).  Each
 # entry of VARIANTS (default "lib": the kernel as it is; an entry
 # NAME=VALUE[,...] adds -DKDT_ATTN_NAME=VALUE for an experiment's
 # switches), under both cp.async modes
@@ -48,43 +49,50 @@ SHAPES="8_16_17 1_1_17 3_16_5 8_1_1 2_16_33"
 MODES="lazy eager"
 [ "${QUICK:-0}" = 1 ] && SHAPES="8_16_17 1_1_17" && MODES=lazy
 
-# kernel dirs: $tmp/k<i> holds the prepped kernel.cc, kdt_mma.cuh and
-# kdt_math.cuh
+# kernel dirs: $tmp/k<i> holds the prepped kernel.cc, verify_attn_mma.cuh,
+# kdt_mma.cuh and kdt_math.cuh
 KDIRS=""
-prep() { # dir kernel.cu mma.cuh
+# beside KERNEL.cu NAME: KERNEL.cu's own NAME, else the checkout's
+beside() {
+    f=$(dirname "$1")/$2
+    [ -f "$f" ] || f=$top/kernels_src/$2
+    echo "$f"
+}
+prep() { # dir kernel.cu body.cuh mma.cuh
     mkdir -p "$1"
-    sh "$here/emu/prep_attn.sh" "$3" "$1/kdt_mma.cuh"
+    sh "$here/emu/prep_attn.sh" "$4" "$1/kdt_mma.cuh"
     # kdt_mma.cuh's own include, prepped beside it (its asm too)
     sh "$here/emu/prep_attn.sh" "$top/kernels_src/kdt_math.cuh" \
         "$1/kdt_math.cuh"
+    sh "$here/emu/prep_attn.sh" "$3" "$1/verify_attn_mma.cuh"
     sh "$here/emu/prep_attn.sh" "$2" "$1/kernel.cc"
     echo "$(basename "$2" .cu)" > "$1/name"
     KDIRS="$KDIRS $1"
 }
 i=0
 for k in "$@"; do
-    mma=$(dirname "$k")/kdt_mma.cuh
-    [ -f "$mma" ] || mma=$top/kernels_src/kdt_mma.cuh
-    prep "$tmp/k$i" "$k" "$mma"
+    prep "$tmp/k$i" "$k" "$(beside "$k" verify_attn_mma.cuh)" \
+        "$(beside "$k" kdt_mma.cuh)"
     i=$((i + 1))
 done
 if [ $MUTANTS = 1 ]; then
     KDIRS=""
     VARIANTS=${VARIANTS%% *}
     k=$1
-    mma=$(dirname "$k")/kdt_mma.cuh
-    [ -f "$mma" ] || mma=$top/kernels_src/kdt_mma.cuh
+    body=$(beside "$k" verify_attn_mma.cuh)
+    mma=$(beside "$k" kdt_mma.cuh)
     n=0
     # file|sed expression: each must break the kernel
     while IFS='|' read -r f expr; do
         case $f in ""|"#"*) continue;; esac
         n=$((n + 1))
-        cp "$k" "$tmp/m.cu"; cp "$mma" "$tmp/m.cuh"
+        cp "$k" "$tmp/m.cu"; cp "$body" "$tmp/m.body"; cp "$mma" "$tmp/m.cuh"
         sed -i "$expr" "$tmp/m.$f"
-        if cmp -s "$k" "$tmp/m.cu" && cmp -s "$mma" "$tmp/m.cuh"; then
+        if cmp -s "$k" "$tmp/m.cu" && cmp -s "$body" "$tmp/m.body" &&
+            cmp -s "$mma" "$tmp/m.cuh"; then
             echo "mutant $n ($f: $expr) changed nothing"; exit 1
         fi
-        prep "$tmp/m$n" "$tmp/m.cu" "$tmp/m.cuh"
+        prep "$tmp/m$n" "$tmp/m.cu" "$tmp/m.body" "$tmp/m.cuh"
         echo "mutant$n: $f: $expr" > "$tmp/m$n/name"
     done < "${MUTANT_LIST:-$here/attn_mutants.txt}"
 fi
