@@ -42,33 +42,33 @@ constexpr int BM = KDT_ATTN_BM;
 constexpr int BN = KDT_ATTN_BN;
 constexpr int NSTAGE = KDT_ATTN_NSTAGE;
 constexpr int NTHREADS = KDT_ATTN_THREADS;
-constexpr int ROW_BYTES = KDT_ATTN_ROW_BYTES;
-constexpr int STAGE_BYTES = BN * ROW_BYTES;
-constexpr int RING_BYTES = NSTAGE * STAGE_BYTES;
+/* The block's shared memory is a kdt_attn_mma_smem (kdt_attn_tiles.h):
+ * the KV ring (rows ROW_BYTES and stages STAGE_BYTES apart), a mailbox a
+ * warp (BOX bytes from BOX_OFF; kdt_attn_mma_box: its partials of S,
+ * then its P with the alphas P_ALPHA bytes in), the row sums at L_OFF. */
+constexpr int ROW_BYTES = sizeof(kdt_attn_mma_row);
+constexpr int STAGE_BYTES = sizeof(kdt_attn_mma_stage);
+constexpr int BOX = sizeof(kdt_attn_mma_box);
+constexpr int BOX_OFF = KDT_OFFSETOF(kdt_attn_mma_smem, box);
+constexpr int P_ALPHA = KDT_OFFSETOF(kdt_attn_mma_box, pv.alpha);
+constexpr int L_OFF = KDT_OFFSETOF(kdt_attn_mma_smem, l);
+constexpr int SMEM_BYTES = KDT_ATTN_SMEM;
 constexpr int QDIMS = D_QK / 4;               /* dims of one QK warp */
 constexpr int KSTEPS = QDIMS / 16;            /* its k16 steps */
 constexpr int NTN = BN / 8;                   /* n8 tiles of S */
 constexpr int NHALF = 2;                      /* QK in halves of 16 tokens */
 constexpr int KK = BN / 16;                   /* k16 steps of PV */
-/* A warp's mailbox (one a warp, KDT_ATTN_BOX bytes): the three other warps
- * of its group put their partial S of its octet there (scatter_s); once
- * it has added them it reuses the first bytes for its P ([kk][lane]
- * uint2) and its rows' rescale factors (8 floats). */
-constexpr int BOX = KDT_ATTN_BOX;
-constexpr int BOX_OFF = RING_BYTES;
-constexpr int P_ALPHA = KK * 32 * 8;          /* the alphas, after P */
-constexpr int L_OFF = BOX_OFF + 8 * BOX;      /* the row sums */
-constexpr int SMEM_BYTES = L_OFF + BM * 4;
 constexpr int NCOL = 128;                     /* O columns of a PV warp */
 constexpr int NDM = NCOL / 16;                /* their m16 tiles (O^T) */
 
-static_assert(SMEM_BYTES == KDT_ATTN_SMEM, "kdt_attn_tiles.h disagrees");
-static_assert(BOX == 3 * NHALF * 32 * 16 && P_ALPHA + 8 * 4 <= BOX,
-              "a mailbox holds three partials, then P and alpha");
-static_assert(RING_BYTES >= BM * ROW_BYTES, "Q tile is staged in the ring");
-static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 allows 99 KB per block");
 static_assert(BM == 64 && NTHREADS == 256 && BN == 32 && NSTAGE == 2,
               "the warp roles below are 8 warps, 32-row groups, 32 tokens");
+static_assert(NHALF == BN / 16 && KK == BN / 16 &&
+                  KDT_OFFSETOF(kdt_attn_mma_box, part[1][1][1][1]) ==
+                      (((1 * NHALF + 1) * 2 + 1) * 32 + 1) * 8 &&
+                  KDT_OFFSETOF(kdt_attn_mma_box, pv.p[1][1]) == (32 + 1) * 8,
+              "scatter_s, gather_s, publish_p and pv_tile index the "
+              "mailbox as kdt_attn_mma_box lays it out");
 static_assert(QDIMS % 16 == 0 && 4 * NCOL == D_V, "576 / 512 dims");
 
 /* Named barriers (0 is __syncthreads): a group's two a tile, S (ids 1,

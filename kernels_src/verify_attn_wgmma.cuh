@@ -45,30 +45,37 @@
  * that fit beside Q) and what was tried: docs/performance.md, its table
  * of ideas tried.
  *
- * Shared memory (one 1024-byte-aligned base): Q 64 x 576 bf16, two KV
- * stages of 64 x 576, P 64 x 64, alpha[64], l[64].  Every operand tile is
- * stored as wgmma's 128-byte-swizzled K-major layout: the 576 columns in
- * nine 64-column blocks, each [rows][128 B], the 16-byte piece c of row r
- * at piece c ^ (r % 8).  The same bytes serve V as an MN-major operand
- * (the V columns of a token are its row's first 512 entries).
+ * Shared memory, a kdt_attn_wg_smem (kdt_attn_tiles.h) from one
+ * 1024-byte-aligned base: Q 64 x 576 bf16, two KV stages of 64 x 576
+ * (after the loop, the epilogue's O), P 64 x 64, alpha[64], l[64].  Every
+ * operand tile is stored as wgmma's 128-byte-swizzled K-major layout: the
+ * 576 columns in nine 64-column blocks, each [rows][128 B], the 16-byte
+ * piece c of row r at piece c ^ (r % 8).  The same bytes serve V as an
+ * MN-major operand (the V columns of a token are its row's first 512
+ * entries).
  */
 
 constexpr int BM = KDT_ATTN_WG_BM;
 constexpr int BN = KDT_ATTN_WG_BN;
 constexpr int NTHREADS = KDT_ATTN_WG_THREADS;
+/* The block's shared memory is a kdt_attn_wg_smem (kdt_attn_tiles.h)
+ * from a KDT_ATTN_WG_ALIGN-aligned base: the Q tile at Q_OFF, the KV
+ * stages at K_OFF (TILE_BYTES each, in KBLK blocks of 64 columns), P at
+ * P_OFF, the alphas and the row sums. */
 constexpr int KBLK = D_QK / 64;               /* 64-column swizzle blocks */
-constexpr int BLK_BYTES = BN * 128;           /* one block of a KV tile */
-constexpr int TILE_BYTES = BN * D_QK * 2;
-constexpr int Q_BLK_BYTES = BM * 128;
-constexpr int Q_OFF = 0;
-constexpr int K_OFF = Q_OFF + BM * D_QK * 2;
-constexpr int P_OFF = K_OFF + 2 * TILE_BYTES;
-constexpr int ALPHA_OFF = P_OFF + BM * BN * 2;
-constexpr int L_OFF = ALPHA_OFF + BM * 4;
-constexpr int SMEM_BYTES = L_OFF + BM * 4 + 1024; /* + alignment slack */
+constexpr int TILE_BYTES = sizeof(kdt_attn_wg_kvtile);
+constexpr int BLK_BYTES = TILE_BYTES / KBLK;  /* one block of a KV tile */
+constexpr int Q_BLK_BYTES = sizeof(kdt_attn_wg_qtile) / KBLK;
+constexpr int Q_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, q);
+constexpr int K_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, stages.kv);
+constexpr int P_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p);
+constexpr int ALPHA_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, alpha);
+constexpr int L_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, l);
+constexpr int SMEM_BYTES = KDT_ATTN_WG_SMEM;
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
-static_assert(SMEM_BYTES == KDT_ATTN_WG_SMEM, "kdt_attn_tiles.h disagrees");
+static_assert(BLK_BYTES == KDT_ATTN_WG_V_LBO && Q_BLK_BYTES == BM * 128,
+              "a 64-column block is [rows][128 B]");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
               "the roles below are two warpgroups, m64, 64-token tiles");
 static_assert(D_QK % 64 == 0 && VCOLS == 256, "576 / 512 dims");
@@ -669,9 +676,12 @@ pv_finish(float (&o)[128])
  * the others' shared memory, a float4 a thread, and stores them as bf16;
  * a second barrier keeps every block's shared memory until all have read
  * it.  Same arithmetic as kdt_verify_attn_merge. */
-constexpr int OBUF_LD = D_V + 8;
-constexpr int OBUF_LSE = BM * OBUF_LD;        /* floats: the lse after O */
-static_assert((OBUF_LSE + BM) * 4 <= 2 * TILE_BYTES, "O fits in the stages");
+constexpr int OBUF_LD = KDT_ATTN_WG_O_LD;
+/* floats: the lse after O (kdt_attn_wg_merge, at K_OFF) */
+constexpr int OBUF_LSE = KDT_OFFSETOF(kdt_attn_wg_merge, lse) / 4;
+static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, stages.merge) == K_OFF &&
+                  OBUF_LSE == BM * OBUF_LD,
+              "the merge's rows are in the stages, OBUF_LD floats apart");
 static_assert(NTHREADS * 4 == 2 * D_V, "two rows a pass, a float4 a thread");
 
 static __device__ __forceinline__ void
@@ -739,8 +749,9 @@ cluster_merge(const kdt_verify_attn_params &p, const va_block &b,
  * that its 8 rows of 4-byte stores hit 32 distinct banks), so a
  * __syncwarp is all the hand-off needs; then each of its rows leaves as
  * 512 contiguous bytes, 16 a lane.  Padded rows get zeros. */
-constexpr int OB_LD = D_V + 8;                /* bf16 a staged row */
-static_assert(BM * OB_LD * 2 <= 2 * TILE_BYTES, "O fits in the stages");
+constexpr int OB_LD = KDT_ATTN_WG_O_LD;      /* bf16 a staged row */
+static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, stages.o) == K_OFF,
+              "O is staged in the stages");
 
 static __device__ __forceinline__ void
 store_o(const kdt_verify_attn_params &p, const va_block &b,
@@ -784,7 +795,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const int m0 = b.m0, t0 = b.t0, t1 = b.t1;
 
     const uint32_t raw = kdt_smem_addr(smem_raw);
-    const uint32_t base = (raw + 1023u) & ~1023u;
+    const uint32_t base =
+        (raw + KDT_ATTN_WG_ALIGN - 1) & ~(uint32_t)(KDT_ATTN_WG_ALIGN - 1);
     unsigned char *smem = smem_raw + (base - raw);
     const uint32_t sq = base + Q_OFF, sk = base + K_OFF, sp = base + P_OFF;
     float *alpha_s = (float *)(smem + ALPHA_OFF);
