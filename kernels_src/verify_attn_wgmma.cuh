@@ -30,15 +30,16 @@
  *    next tile while that PV runs (so WG0's S of it queues behind the
  *    PV).
  * Phases: tail_words_load (WG0: the tail tiles' mask words, before any
- * cp.async), load_q_and_first_tile, tail_bits_pack (WG0); per tile,
- * WG0's qk_issue (S), mask_tail (from registers), softmax_max and,
- * a half of P at a time, softmax_p_half and pv_issue, then pv_finish;
- * WG1's kv_rows / load_kv_tile, pv_issue of each half / pv_finish; then
- * the epilogue (row sums, LSE, normalised O: store_o, through shared
- * memory in whole lines, when the block is unsplit), or, when the row
- * tile's splits were launched as one cluster, cluster_merge (the splits
- * merged through distributed shared memory: no workspace, no merge
- * kernel).
+ * cp.async), load_q_and_first_tile; then the KV loop, one function a
+ * warpgroup: wg0_softmax_loop (tail_bits_pack, then per tile qk_issue
+ * (S), mask_tail (from registers), softmax_max and, a half of P at a
+ * time, softmax_p_half and pv_issue, then pv_finish) beside
+ * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, pv_issue of each
+ * half / pv_finish); then the epilogue (row sums, LSE, normalised O:
+ * store_o, through shared memory in whole lines, when the block is
+ * unsplit), or, when the row tile's splits were launched as one cluster,
+ * cluster_merge (the splits merged through distributed shared memory: no
+ * workspace, no merge kernel).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
  * each one waited before its producer can reach it again.  What bounds
  * it (the tensor pipe idles through the softmax, and two stages are all
@@ -667,6 +668,160 @@ pv_finish(float (&o)[128])
     pin(o);
 }
 
+/* The two loops below take the kernel's accumulator (WG0 also its
+ * softmax state) by reference, in and out, and run on local copies: the
+ * compiler simplifies a loop before it inlines it, and through a
+ * reference the accumulator is memory there, after which ptxas allocated
+ * the kernel's registers otherwise than for the same loop written inline
+ * (tools/dev/attn_sass.sh --compare).  A copy is registers from the
+ * start. */
+template <int N>
+static __device__ __forceinline__ void
+regs_copy(float (&dst)[N], const float (&src)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        dst[i] = src[i];
+}
+
+/* Phase 2, WG0's side of the KV loop.  Per tile t: S = Q K^T once WG1
+ * has published the tile (BAR_KFULL; tile t0 landed in phase 1), a tail
+ * tile's mask, the online softmax of rows r0 and r0 + 8 (their rescale
+ * factors into alpha_s for WG1), then P into shared memory a half at a
+ * time, each half published to WG1 (BAR_PFULL + half) with this
+ * warpgroup's PV of it issued behind it, and the stage handed back
+ * (BAR_KEMPTY).  P is rewritten only once WG1's PV of the last tile is
+ * done with it (BAR_PEMPTY).  Leaves for the epilogue: O[:, 0:256] of
+ * rows r0 and r0 + 8 in o_io, unnormalised; their reference maxima in
+ * m_ref_io and this lane's share of their sums in l_part_io (the quad's
+ * four lanes add theirs); and WG1's last arrive on BAR_PEMPTY waited
+ * for. */
+static __device__ __forceinline__ void
+wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
+                 float (&l_part_io)[2],
+                 const uint32_t (&mask_words)[MASK_ROWS][TAIL_WORDS],
+                 const kdt_verify_attn_params &p, const va_block &b,
+                 uint64_t dq, uint64_t dk0, uint64_t dp, uint64_t dv0,
+                 uint32_t sp, uint32_t vcol, float *alpha_s, int r0, int c2,
+                 int wwarp, int lane)
+{
+    const int past = b.past, t0 = b.t0, t1 = b.t1;
+    float o[128], m_ref[2], l_part[2];
+    regs_copy(o, o_io);
+    regs_copy(m_ref, m_ref_io);
+    regs_copy(l_part, l_part_io);
+    const float scale_log2 = p.scale * KDT_LOG2E;
+    /* x = s * scale_log2; its row maximum is scale_log2 times the
+     * maximum of s, or of -s when the scale is negative */
+    const bool neg = scale_log2 < 0.f;
+    const float abs_scale = fabsf(scale_log2);
+    /* stmatrix lane addresses of P: lane L gives row L % 8 of matrix
+     * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
+    const int mi = lane >> 3, l7 = lane & 7;
+    const uint32_t prow = sp + (16 * wwarp + 8 * (mi & 1) + l7) * 128;
+    uint32_t tail_bits[TAIL_TILES];
+    tail_bits_pack(tail_bits, mask_words, b, c2);
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+        s[i] = 0.f;
+    for (int t = t0; t < t1; ++t) {
+        const int it = t - t0, st = it & 1;
+        if (it > 0)
+            bar_sync(BAR_KFULL + st);
+        wg_fence();
+        qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
+        wg_commit();
+        wg_wait<0>();
+        pin(s);
+
+        /* P goes straight to shared memory: wait until WG1's PV of the
+         * last tile is done with it (long since, usually) */
+        if (it > 0)
+            bar_sync(BAR_PEMPTY);
+        const bool tail = (t + 1) * BN > past;
+        if (tail) { /* this tile's word, then the next one's down */
+            mask_tail(s, tail_bits[0], scale_log2);
+#pragma unroll
+            for (int k = 0; k + 1 < TAIL_TILES; ++k)
+                tail_bits[k] = tail_bits[k + 1];
+        }
+        float alpha[2], mu[2];
+        softmax_max(s, alpha, m_ref, l_part, mu, tail, neg, abs_scale);
+        if ((lane & 3) == 0) {
+            alpha_s[r0] = alpha[0];
+            alpha_s[r0 + 8] = alpha[1];
+        }
+        const float x_scale = tail ? 1.f : scale_log2;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
+            proxy_fence();
+            bar_arrive(BAR_PFULL + half);
+            pv_issue(o, alpha[0], alpha[1], dp, dv0, st * TILE_BYTES + vcol,
+                     half);
+        }
+        pv_finish(o);
+        bar_arrive(BAR_KEMPTY + st);
+    }
+    if (t1 > t0)
+        bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
+    regs_copy(o_io, o);
+    regs_copy(m_ref_io, m_ref);
+    regs_copy(l_part_io, l_part);
+}
+
+/* Phase 2, WG1's side of the KV loop.  Per tile t: tile t+1 into the
+ * other stage once WG0 has handed it back (BAR_KEMPTY; the block-table
+ * entries read a tile before, kv_rows), then, as WG0 publishes each half
+ * of P (BAR_PFULL + half), this warpgroup's PV of it with the rows'
+ * rescale factors from alpha_s, publishing tile t+1 (BAR_KFULL) while
+ * the first half's PV runs, and P handed back (BAR_PEMPTY).  Leaves for
+ * the epilogue: O[:, 256:512] of rows r0 and r0 + 8 in o_io,
+ * unnormalised (the row sums are WG0's), and WG0's last arrive on
+ * BAR_KEMPTY waited for. */
+static __device__ __forceinline__ void
+wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
+                 const uint16_t *__restrict__ kv,
+                 const int32_t *__restrict__ bt, uint64_t dp, uint64_t dv0,
+                 uint32_t sk, uint32_t vcol, const float *alpha_s, int r0,
+                 int wtid)
+{
+    const int total = b.total, t0 = b.t0, t1 = b.t1;
+    float o[128];
+    regs_copy(o, o_io);
+    int64_t rows[BN / 16]; /* of tile t+1 */
+    kv_rows(rows, wtid, t0 + 1, total, bt);
+    for (int t = t0; t < t1; ++t) {
+        const int it = t - t0, st = it & 1, nb = st ^ 1;
+        /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
+        if (it > 0)
+            bar_sync(BAR_KEMPTY + nb);
+        if (t + 1 < t1)
+            load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
+        kdt_cp_async_commit();
+        kv_rows(rows, wtid, t + 2, total, bt);
+
+        bar_sync(BAR_PFULL);
+        pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
+                 st * TILE_BYTES + vcol, 0);
+        /* tile t+1 is published while this PV runs, so WG0's S of it
+         * queues behind the PV instead of waiting for its end */
+        if (t + 1 < t1) {
+            kdt_cp_async_wait<0>();
+            proxy_fence();
+            bar_arrive(BAR_KFULL + nb);
+        }
+        bar_sync(BAR_PFULL + 1);
+        pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
+        pv_finish(o);
+        bar_arrive(BAR_PEMPTY);
+    }
+    if (t1 > t0)
+        bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
+    regs_copy(o_io, o);
+}
+
 /* Phase 3b, a cluster's merge (the row tile's S splits are one cluster;
  * no workspace, no merge kernel): every block puts its normalised O (f32,
  * rows OBUF_LD floats apart so that a warp's 8 rows of float2 stores hit
@@ -791,8 +946,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const bool clustered = cluster_size() > 1;
     if (!va_block_begin<BM, BN, NTHREADS>(b, p, clustered))
         return;
-    const int past = b.past, total = b.total;
-    const int m0 = b.m0, t0 = b.t0, t1 = b.t1;
+    const int m0 = b.m0;
 
     const uint32_t raw = kdt_smem_addr(smem_raw);
     const uint32_t base =
@@ -827,98 +981,15 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const uint64_t dq = kmajor_desc(sq), dp = kmajor_desc(sp);
     const uint64_t dk0 = kmajor_desc(sk), dv0 = vmajor_desc(sk);
 
-    /* Phase 2, the KV loop: WG0 S, softmax, its PV; WG1 loads, its PV.
-     * The wgmma below sit on no branch but the loop's and the warpgroup
-     * choice: ptxas serialises every wgmma of a kernel that has one on a
-     * path it cannot prove warp-uniform (measured: 96 -> 141 us). */
-    if (wg == 0) {
-        const float scale_log2 = p.scale * KDT_LOG2E;
-        /* x = s * scale_log2; its row maximum is scale_log2 times the
-         * maximum of s, or of -s when the scale is negative */
-        const bool neg = scale_log2 < 0.f;
-        const float abs_scale = fabsf(scale_log2);
-        /* stmatrix lane addresses of P: lane L gives row L % 8 of matrix
-         * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
-        const int mi = lane >> 3, l7 = lane & 7;
-        const uint32_t prow = sp + (16 * wwarp + 8 * (mi & 1) + l7) * 128;
-        uint32_t tail_bits[TAIL_TILES];
-        tail_bits_pack(tail_bits, mask_words, b, c2);
-        float s[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i)
-            s[i] = 0.f;
-        for (int t = t0; t < t1; ++t) {
-            const int it = t - t0, st = it & 1;
-            if (it > 0)
-                bar_sync(BAR_KFULL + st);
-            wg_fence();
-            qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
-            wg_commit();
-            wg_wait<0>();
-            pin(s);
-
-            /* P goes straight to shared memory: wait until WG1's PV of
-             * the last tile is done with it (long since, usually) */
-            if (it > 0)
-                bar_sync(BAR_PEMPTY);
-            const bool tail = (t + 1) * BN > past;
-            if (tail) { /* this tile's word, then the next one's down */
-                mask_tail(s, tail_bits[0], scale_log2);
-#pragma unroll
-                for (int k = 0; k + 1 < TAIL_TILES; ++k)
-                    tail_bits[k] = tail_bits[k + 1];
-            }
-            float alpha[2], mu[2];
-            softmax_max(s, alpha, m_ref, l_part, mu, tail, neg, abs_scale);
-            if ((lane & 3) == 0) {
-                alpha_s[r0] = alpha[0];
-                alpha_s[r0 + 8] = alpha[1];
-            }
-            const float x_scale = tail ? 1.f : scale_log2;
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
-                proxy_fence();
-                bar_arrive(BAR_PFULL + half);
-                pv_issue(o, alpha[0], alpha[1], dp, dv0,
-                         st * TILE_BYTES + vcol, half);
-            }
-            pv_finish(o);
-            bar_arrive(BAR_KEMPTY + st);
-        }
-        if (t1 > t0)
-            bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
-    } else {
-        int64_t rows[BN / 16]; /* of tile t+1 */
-        kv_rows(rows, wtid, t0 + 1, total, bt);
-        for (int t = t0; t < t1; ++t) {
-            const int it = t - t0, st = it & 1, nb = st ^ 1;
-            /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
-            if (it > 0)
-                bar_sync(BAR_KEMPTY + nb);
-            if (t + 1 < t1)
-                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
-            kdt_cp_async_commit();
-            kv_rows(rows, wtid, t + 2, total, bt);
-
-            bar_sync(BAR_PFULL);
-            pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
-                     st * TILE_BYTES + vcol, 0);
-            /* tile t+1 is published while this PV runs, so WG0's S of it
-             * queues behind the PV instead of waiting for its end */
-            if (t + 1 < t1) {
-                kdt_cp_async_wait<0>();
-                proxy_fence();
-                bar_arrive(BAR_KFULL + nb);
-            }
-            bar_sync(BAR_PFULL + 1);
-            pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
-            pv_finish(o);
-            bar_arrive(BAR_PEMPTY);
-        }
-        if (t1 > t0)
-            bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
-    }
+    /* Phase 2, the KV loop, one function a warpgroup.  The wgmma below
+     * sit on no branch but the loops' and this warpgroup choice: ptxas
+     * serialises every wgmma of a kernel that has one on a path it cannot
+     * prove warp-uniform (measured: 96 -> 141 us). */
+    if (wg == 0)
+        wg0_softmax_loop(o, m_ref, l_part, mask_words, p, b, dq, dk0, dp, dv0,
+                         sp, vcol, alpha_s, r0, c2, wwarp, lane);
+    else
+        wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, vcol, alpha_s, r0, wtid);
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
