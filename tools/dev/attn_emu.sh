@@ -31,7 +31,7 @@ MUTANTS=0
 if [ "${1:-}" = --mutants ]; then MUTANTS=1; QUICK=1; shift; fi
 [ $# -gt 0 ] || set -- "$top/kernels_src/verify_attn.cu"
 VARIANTS=${VARIANTS:-lib}
-cp "$here"/emu/cuda_emu.h "$here"/emu/emu_rt.cc "$here"/emu/t_attn.cc "$tmp"/
+cp "$here"/emu/*.h "$here"/emu/emu_rt.cc "$here"/emu/t_attn.cc "$tmp"/
 gcc -O2 -I"$top" -c "$top/ref/verify_attn.c" -o "$tmp/ref.o"
 g++ -O1 -std=c++17 -w -c "$tmp/emu_rt.cc" -o "$tmp/emu_rt.o"
 

@@ -2,7 +2,7 @@
 # prep_attn.sh IN OUT: make a kernel source (or a .cuh it includes) compile
 # on the host for the emulator.  Unlike prep.sh's one sed rule per known
 # asm line, every inline-asm statement becomes a call of the small PTX
-# interpreter in cuda_emu.h, with its operands in asm numbering:
+# interpreter (emu_ptx.h), with its operands in asm numbering:
 #
 #   asm volatile("mma.sync... {%0,%1,%2,%3}, ..." : "+f"(c[0]), ... : "r"(a[0]), ...);
 #   -> emu_asm("mma.sync... {%0,%1,%2,%3}, ...", {EMU_OUT(c[0]), ..., EMU_IN(a[0]), ...});
@@ -11,8 +11,9 @@
 # half of a cvt.bf16x2, which address is which ldmatrix row) is what the
 # emulator executes, and a wrong fragment layout gives wrong numbers here
 # as on the GPU.  The dynamic shared array becomes emu_dyn_smem (shared
-# addresses are offsets into it) and kdt_params.h is preceded by
-# cuda_emu.h.
+# addresses are offsets into the block's window, cuda_emu.h), a static
+# __shared__ variable is refused (the blocks of a cluster run together),
+# and kdt_params.h is preceded by cuda_emu.h.
 set -eu
 python3 - "$1" "$2" <<'EOF'
 import re, sys
@@ -101,8 +102,15 @@ while True:
     out += 'emu_asm(%s, {%s})' % (tmpl, ', '.join(ops))
     i = rp + 1
 
-out = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char smem\[\];',
-             'unsigned char *smem = emu_dyn_smem;', out)
+# the dynamic shared array (any name, any alignment) is the block's
+out = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];',
+             r'unsigned char *\1 = emu_dyn_smem;', out)
+# a static __shared__ variable would be one for every block of a cluster,
+# which run together here
+m = re.search(r'^(?!\s*(\*|//|/\*)).*\b__shared__\b.*$', out, re.M)
+if m:
+    sys.exit('prep_attn: static __shared__ is not emulated (%s): %r'
+             % (sys.argv[1], m.group(0).strip()))
 out = out.replace('#include "kdt_params.h"',
                   '#include "cuda_emu.h"\n#include "kdt_params.h"')
 open(sys.argv[2], 'w').write(out)

@@ -5,13 +5,15 @@
 //   ./t SPLITS:SCALE:SEED:past/nn[,past/nn...] [...]
 //
 // One case per argument: the requests' prefixes and tree sizes, the KV
-// split count (> 1 runs the merge kernel too) and the logit scale.  Pages
-// are shuffled; outputs and the workspace are poisoned with NaN first.
+// split count (> 1 runs the merge kernel too; -S launches S splits as one
+// thread-block cluster, which the wgmma body merges in the cluster) and
+// the logit scale.  Pages are shuffled; outputs and the workspace are
+// poisoned with NaN first.  EMU_RACE=0 turns the race checker off.
 // Tolerance as tests/gpu_verify_attn.c: |o - ref| <= 2^-7 (|ref| + 1)
 // (max|v| <= 1 here), lse within 2e-3 (1 + |ref|), padded rows exact.
 #include <cmath>
 #include <cstring>
-#include "cuda_emu.h"
+#include "launch.h"
 // int overloads for the kernel's index clamps (cuda_emu.h has only the
 // unsigned max that the other kernels use)
 static inline int max(int a, int b) { return a > b ? a : b; }
@@ -23,42 +25,23 @@ static inline int min(int a, int b) { return a < b ? a : b; }
 #include "ref/ref_math.h"
 #include "ref/verify_attn.h"
 
-// blockIdx is 3-D here: launch.h's emu_launch is 1-D.
-struct va_arg { void (*k)(kdt_verify_attn_params); kdt_verify_attn_params *p; int tid; };
-static void *va_thread(void *a) {
-    va_arg *x = (va_arg *)a;
-    threadIdx.x = x->tid; threadIdx.y = threadIdx.z = 0;
-    x->k(*x->p);
-    if (!emu_cp_open.empty() || !emu_cp_groups.empty())
-        emu_die("cp.async still in flight when the thread exits", "");
-    return NULL;
-}
-static void va_launch(void (*k)(kdt_verify_attn_params), kdt_verify_attn_params p,
-                      dim3e grid, unsigned block, unsigned smem) {
-    if (smem > sizeof emu_dyn_smem) { fprintf(stderr, "smem %u too big\n", smem); exit(2); }
-    blockDim = {block, 1, 1};
-    emu_dyn_size = smem;
-    pthread_barrier_init(&emu_block_bar, NULL, block);
-    for (unsigned w = 0; w < (block + 31) / 32; w++) pthread_barrier_init(&emu_warp_bar[w], NULL, 32);
-    std::vector<pthread_t> th(block);
-    std::vector<va_arg> args(block);
-    pthread_attr_t at; pthread_attr_init(&at); pthread_attr_setstacksize(&at, 512 * 1024);
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                blockIdx = {x, y, z};
-                memset(emu_dyn_smem, 0x5A, smem);
-                emu_or_acc[0] = emu_or_acc[1] = 0;
-                for (unsigned t = 0; t < block; t++) { args[t] = {k, &p, (int)t}; pthread_create(&th[t], &at, va_thread, &args[t]); }
-                for (unsigned t = 0; t < block; t++) pthread_join(th[t], NULL);
-            }
-    pthread_barrier_destroy(&emu_block_bar);
-    for (unsigned w = 0; w < (block + 31) / 32; w++) pthread_barrier_destroy(&emu_warp_bar[w]);
-}
+// The launch geometry as the library takes it (src/kernels/verify_attn.c):
+// kdt_attn_tiles.h's numbers of the body that KDT_ATTN_WGMMA selects.
+#if KDT_ATTN_WGMMA
+#define VA_BM KDT_ATTN_WG_BM
+#define VA_THREADS KDT_ATTN_WG_THREADS
+#define VA_SMEM KDT_ATTN_WG_SMEM
+#else
+#define VA_BM KDT_ATTN_BM
+#define VA_THREADS KDT_ATTN_THREADS
+#define VA_SMEM KDT_ATTN_SMEM
+#endif
 
 static int run_case(const char *spec) {
     int splits; float scale; unsigned long long seed; char list[4096];
     if (sscanf(spec, "%d:%f:%llu:%4095s", &splits, &scale, &seed, list) != 4) { fprintf(stderr, "bad case %s\n", spec); return 1; }
+    const bool cluster = splits < 0; // the splits as one cluster, merged there
+    splits = abs(splits);
     std::vector<int> past, nn;
     for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
         int a, b; sscanf(t, "%d/%d", &a, &b); past.push_back(a); nn.push_back(b);
@@ -78,21 +61,22 @@ static int run_case(const char *spec) {
     for (int r = 0; r < R; r++) ref_attn_random_tree(&mask[(size_t)r * N_MAX * W], nullptr, nn[r], N_MAX, &sd);
     std::vector<uint16_t> o((size_t)R * ROWS * D_V, 0xffff);
     std::vector<float> lse((size_t)R * ROWS, NAN), ws;
-    if (splits > 1) ws.assign((size_t)splits * R * ROWS * (D_V + 1), NAN);
+    if (splits > 1 && !cluster) ws.assign((size_t)splits * R * ROWS * (D_V + 1), NAN);
     emu_global_ranges = {{kv.data(), kv.size() * 2}, {q.data(), q.size() * 2}};
 
     kdt_verify_attn_params p;
     memset(&p, 0, sizeof p);
     p.q = q.data(); p.kv_cache = kv.data(); p.block_table = bt.data();
     p.past_len = past.data(); p.n_nodes = nn.data(); p.anc_mask = mask.data();
-    p.o = o.data(); p.lse = lse.data(); p.workspace = splits > 1 ? ws.data() : nullptr;
+    p.o = o.data(); p.lse = lse.data(); p.workspace = ws.empty() ? nullptr : ws.data();
     p.n_requests = R; p.max_pages = max_pages; p.num_splits = splits; p.scale = scale;
     long bars0 = emu_bars;
-    va_launch(kdt_verify_attn, p, dim3e{(unsigned)((ROWS + BM - 1) / BM), (unsigned)splits, (unsigned)R}, NTHREADS, SMEM_BYTES);
+    const dim3e grid{(unsigned)((ROWS + VA_BM - 1) / VA_BM), (unsigned)splits, (unsigned)R};
+    emu_launch_grid(kdt_verify_attn, p, grid, VA_THREADS, VA_SMEM, dim3e{1, cluster ? (unsigned)splits : 1u, 1});
     long bars = emu_bars - bars0;
-    if (splits > 1) {
+    if (splits > 1 && !cluster) {
         // as the library launches it: a block per folded row
-        va_launch(kdt_verify_attn_merge, p, dim3e{(unsigned)ROWS, (unsigned)R, 1}, KDT_ATTN_MERGE_THREADS, 0);
+        emu_launch_grid(kdt_verify_attn_merge, p, dim3e{(unsigned)ROWS, (unsigned)R, 1}, KDT_ATTN_MERGE_THREADS, 0);
     }
     std::vector<float> ro(o.size()), rl(lse.size());
     ref_verify_attn(ro.data(), rl.data(), q.data(), kv.data(), bt.data(), past.data(), nn.data(), mask.data(),
@@ -109,14 +93,16 @@ static int run_case(const char *spec) {
         bool ok = std::isinf(rl[i]) ? std::isinf(lse[i]) && lse[i] < 0 : fabs(lse[i] - rl[i]) <= 2e-3 * (1 + fabs(rl[i]));
         if (!ok) { if (bad < 10) fprintf(stderr, "  lse row %zu: got %g want %g\n", i, lse[i], rl[i]); bad++; }
     }
-    printf("emu BM=%d H=%d PAGE=%d N_MAX=%d splits=%d scale=%g %s: maxerr %.3g, %ld barriers/block  %s\n",
-           BM, H, PAGE, N_MAX, splits, scale, spec, maxerr,
-           bars / (long)((ROWS + BM - 1) / BM * splits * R), bad ? "FAIL" : "ok");
+    printf("emu %s BM=%d H=%d PAGE=%d N_MAX=%d splits=%d%s scale=%g %s: maxerr %.3g, %ld barriers/block  %s\n",
+           KDT_ATTN_WGMMA ? "wgmma" : "mma", VA_BM, H, PAGE, N_MAX, splits, cluster ? " (cluster)" : "", scale, spec, maxerr,
+           bars / (long)(grid.x * grid.y * grid.z), bad ? "FAIL" : "ok");
     fflush(stdout);
     return bad != 0;
 }
 
 int main(int argc, char **argv) {
+    const char *race = getenv("EMU_RACE");
+    emu_race_on = !race || strcmp(race, "0"); // emu_race.h: on unless EMU_RACE=0
     int fail = 0;
     for (int i = 1; i < argc; i++) fail |= run_case(argv[i]);
     return fail;
