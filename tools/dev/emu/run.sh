@@ -1,5 +1,7 @@
 #!/bin/sh
-# run.sh: the host emulation of draft_topk, build_ddtree and tree_accept
+# run.sh: the PTX interpreter's own tests (t_ptx.cc: formats,
+# conversions, mma.sync and wgmma layouts, the errors it must raise), then
+# the host emulation of draft_topk, build_ddtree and tree_accept
 # (one pthread per CUDA thread, barriers for __syncthreads and warp ops)
 # against their references in ref/ at a few shapes, and build_ddtree on
 # realistic requests (t_bench.cc).  For checking kernel logic
@@ -55,6 +57,7 @@ else
     ACCEPT='65 15;1 1;300 40'
 fi
 fail=0
+g++ -O1 -std=c++17 -w -I"$tmp" "$tmp/t_ptx.cc" "$tmp/emu_rt.cc" -lpthread -o "$tmp/t_ptx" && "$tmp/t_ptx" || fail=1
 IFS=';'
 for s in $TOPK; do
     IFS=' ' && set -- $s
