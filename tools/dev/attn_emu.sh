@@ -3,20 +3,30 @@
 # (tools/dev/emu: one pthread per CUDA thread, prep_attn.sh's PTX
 # interpreter) against ref/verify_attn.c; no GPU needed.
 #
-# Default kernel: kernels_src/verify_attn.cu, with its mma.sync body
-# kernels_src/verify_attn_mma.cuh and kernels_src/kdt_mma.cuh (a KERNEL.cu
-# elsewhere may bring its own of either beside it).  Each
-# entry of VARIANTS (default "lib": the kernel as it is; an entry
-# NAME=VALUE[,...] adds -DKDT_ATTN_NAME=VALUE for an experiment's
-# switches), under both cp.async modes
-# (lazy: copies land at wait_group; eager: at issue).  Shapes: H 1..8, rows
-# 1..17 (and 33), past 0..200, PAGE 1 and 16, shuffled pages, several
-# requests, splits 1..5 (the merge kernel).  QUICK=1: two shapes, lazy only.
+# Both bodies (BODIES, default "mma wgmma"): the mma.sync one, and the
+# wgmma one that verify_attn.cu includes when KDT_ATTN_WGMMA is 1
+# (built with -DKDT_ATTN_WGMMA=1, as NVRTC's sm_90a target selects it),
+# launched with kdt_attn_tiles.h's geometry of each.
+#
+# Default kernel: kernels_src/verify_attn.cu with the headers beside it
+# (a KERNEL.cu elsewhere may bring its own .cuh and .h files; the rest
+# come from kernels_src).  Each entry of VARIANTS (default "lib": the
+# kernel as it is; an entry NAME=VALUE[,...] adds -DKDT_ATTN_NAME=VALUE
+# for an experiment's switches), under both cp.async modes (lazy: copies
+# land at wait_group; eager: at issue) and, for wgmma, both wgmma modes
+# (lazy: a thread's accumulators are computed at its wait_group, from
+# shared memory as it is then; eager: at issue), paired.  Shapes: mma.sync
+# H 1..8, rows 1..17 (and 33), past 0..200, PAGE 1 and 16; wgmma H 1..16,
+# rows 1..65, past 0..300, PAGE 1, 16 and 64, negative scales, and splits
+# as clusters (merged in the cluster); shuffled pages, several requests,
+# splits 1..5 (the merge kernel).  QUICK=1: two shapes a body, lazy only.
+# The race checker (tools/dev/emu/emu_race.h) is on in every run.
 #
 # --mutants: the test must be able to fail.  Runs QUICK on deliberately
-# broken copies (fragment layouts, operand orders, a missing cp.async wait,
-# a refill into a stage still being read) and fails unless every one of
-# them fails.
+# broken copies of each body (attn_mutants.txt for mma.sync, and
+# attn_wgmma_mutants.txt: fragment layouts, operand orders, swizzles and
+# descriptors, missing waits, barriers and fences, ...) and fails unless
+# every one of them fails.
 #
 # It proves nothing about timing, and its memory model is stronger than
 # the GPU's (no reordering between barriers).  JOBS: parallel builds and
@@ -31,92 +41,125 @@ MUTANTS=0
 if [ "${1:-}" = --mutants ]; then MUTANTS=1; QUICK=1; shift; fi
 [ $# -gt 0 ] || set -- "$top/kernels_src/verify_attn.cu"
 VARIANTS=${VARIANTS:-lib}
+BODIES=${BODIES:-mma wgmma}
 cp "$here"/emu/*.h "$here"/emu/emu_rt.cc "$here"/emu/t_attn.cc "$tmp"/
 gcc -O2 -I"$top" -c "$top/ref/verify_attn.c" -o "$tmp/ref.o"
 g++ -O1 -std=c++17 -w -c "$tmp/emu_rt.cc" -o "$tmp/emu_rt.o"
 
-# shape H_PAGE_NMAX -> its cases SPLITS:SCALE:SEED:past/nn,...
+# body shape -> its cases SPLITS:SCALE:SEED:past/nn,... (-S: S splits as
+# one cluster)
 cases() {
-    case $1 in
-    8_16_17) echo "1:0.0722:1:40/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 1:8.0:4:15/2 5:0.3:5:100/3";;
-    1_1_17) echo "1:0.0722:6:33/17 3:1.0:7:0/1,1/2,63/17 2:4.0:8:100/17";;
-    3_16_5) echo "1:0.1:9:0/5,31/4,32/1 4:1.0:10:200/5";;
-    8_1_1) echo "1:0.5:11:0/1,64/1,65/1 2:0.5:12:130/1";;
-    2_16_33) echo "1:0.2:13:48/33 3:1.5:14:7/20,0/33";;
+    case $1_$2 in
+    mma_8_16_17) echo "1:0.0722:1:40/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 1:8.0:4:15/2 5:0.3:5:100/3";;
+    mma_1_1_17) echo "1:0.0722:6:33/17 3:1.0:7:0/1,1/2,63/17 2:4.0:8:100/17";;
+    mma_3_16_5) echo "1:0.1:9:0/5,31/4,32/1 4:1.0:10:200/5";;
+    mma_8_1_1) echo "1:0.5:11:0/1,64/1,65/1 2:0.5:12:130/1";;
+    mma_2_16_33) echo "1:0.2:13:48/33 3:1.5:14:7/20,0/33";;
+    wgmma_8_16_17) echo "1:0.0722:1:40/17 1:0.5:21:300/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 -2:-0.7:4:300/17 -4:1.0:5:300/17,5/3 5:0.3:6:100/3";;
+    wgmma_1_1_65) echo "1:0.1:7:0/65,63/65,64/1 1:1.0:8:250/65,1/2 2:1.0:21:300/65 -3:0.5:9:230/64";;
+    wgmma_16_64_33) echo "1:0.0722:10:64/33,127/1 -2:-0.3:11:200/33 3:0.3:12:5/20,0/0";;
+    wgmma_3_16_5) echo "1:0.1:13:0/5,31/4,32/1 4:1.0:14:200/5 -5:2.0:15:250/5";;
+    wgmma_8_1_1) echo "1:0.5:16:0/1,64/1,65/1 -2:0.5:17:130/1 -8:0.5:22:600/1";;
+    wgmma_2_64_40) echo "1:0.2:18:48/40 3:1.5:19:7/20,0/40,60/33 -3:-1.0:20:150/40";;
     esac
 }
-SHAPES="8_16_17 1_1_17 3_16_5 8_1_1 2_16_33"
-MODES="lazy eager"
-[ "${QUICK:-0}" = 1 ] && SHAPES="8_16_17 1_1_17" && MODES=lazy
+SHAPES_mma="8_16_17 1_1_17 3_16_5 8_1_1 2_16_33"
+SHAPES_wgmma="8_16_17 1_1_65 16_64_33 3_16_5 8_1_1 2_64_40"
+MODES_mma="lazy eager"
+MODES_wgmma="lazy,lazy eager,eager"
+if [ "${QUICK:-0}" = 1 ]; then
+    SHAPES_mma="8_16_17 1_1_17" MODES_mma=lazy
+    SHAPES_wgmma="8_16_17 1_1_65" MODES_wgmma=lazy,lazy
+fi
 
-# kernel dirs: $tmp/k<i> holds the prepped kernel.cc, verify_attn_mma.cuh,
-# kdt_mma.cuh and kdt_math.cuh
+# kernel dirs: $tmp/k<i> (m<i> for mutants) hold a body's prepped
+# kernel.cc and the headers it includes; $1 = its source dir (a copy of
+# kernels_src, the kernel as kernel.cu)
 KDIRS=""
-# beside KERNEL.cu NAME: KERNEL.cu's own NAME, else the checkout's
-beside() {
-    f=$(dirname "$1")/$2
-    [ -f "$f" ] || f=$top/kernels_src/$2
-    echo "$f"
-}
-prep() { # dir kernel.cu body.cuh mma.cuh
+# the headers verify_attn may include: the shared kdt_* ones and its own
+HDRS="kdt_*.h kdt_*.cuh verify_attn*.cuh"
+srcdir() { # dir kernel.cu: kernels_src's, then the kernel's own
     mkdir -p "$1"
-    sh "$here/emu/prep_attn.sh" "$4" "$1/kdt_mma.cuh"
-    # kdt_mma.cuh's own include, prepped beside it (its asm too)
-    sh "$here/emu/prep_attn.sh" "$top/kernels_src/kdt_math.cuh" \
-        "$1/kdt_math.cuh"
-    sh "$here/emu/prep_attn.sh" "$3" "$1/verify_attn_mma.cuh"
-    sh "$here/emu/prep_attn.sh" "$2" "$1/kernel.cc"
-    echo "$(basename "$2" .cu)" > "$1/name"
+    for d in "$top/kernels_src" "$(dirname "$2")"; do
+        (cd "$d" && for h in $HDRS; do [ -f "$h" ] && cp "$h" "$1"/; done) || true
+    done
+    cp "$2" "$1/kernel.cu"
+}
+prep() { # dir srcdir name body
+    mkdir -p "$1"
+    cp "$2"/*.h "$1"/
+    for h in "$2"/*.cuh; do
+        sh "$here/emu/prep_attn.sh" "$h" "$1/${h##*/}"
+    done
+    sh "$here/emu/prep_attn.sh" "$2/kernel.cu" "$1/kernel.cc"
+    echo "$3" > "$1/name"
+    echo "$4" > "$1/body"
     KDIRS="$KDIRS $1"
 }
 i=0
 for k in "$@"; do
-    prep "$tmp/k$i" "$k" "$(beside "$k" verify_attn_mma.cuh)" \
-        "$(beside "$k" kdt_mma.cuh)"
+    srcdir "$tmp/s$i" "$k"
+    for body in $BODIES; do
+        prep "$tmp/k$i$body" "$tmp/s$i" "$(basename "$k" .cu)" "$body"
+    done
     i=$((i + 1))
 done
 if [ $MUTANTS = 1 ]; then
     KDIRS=""
     VARIANTS=${VARIANTS%% *}
-    k=$1
-    body=$(beside "$k" verify_attn_mma.cuh)
-    mma=$(beside "$k" kdt_mma.cuh)
+    srcdir "$tmp/orig" "$1"
     n=0
-    # file|sed expression: each must break the kernel
-    while IFS='|' read -r f expr; do
-        case $f in ""|"#"*) continue;; esac
-        n=$((n + 1))
-        cp "$k" "$tmp/m.cu"; cp "$body" "$tmp/m.body"; cp "$mma" "$tmp/m.cuh"
-        sed -i "$expr" "$tmp/m.$f"
-        if cmp -s "$k" "$tmp/m.cu" && cmp -s "$body" "$tmp/m.body" &&
-            cmp -s "$mma" "$tmp/m.cuh"; then
-            echo "mutant $n ($f: $expr) changed nothing"; exit 1
-        fi
-        prep "$tmp/m$n" "$tmp/m.cu" "$tmp/m.body" "$tmp/m.cuh"
-        echo "mutant$n: $f: $expr" > "$tmp/m$n/name"
-    done < "${MUTANT_LIST:-$here/attn_mutants.txt}"
+    for body in $BODIES; do
+        list=$here/attn_mutants.txt
+        [ "$body" = wgmma ] && list=$here/attn_wgmma_mutants.txt
+        # FILE|sed expression: each must break the kernel.  FILE: a file
+        # of the kernel's source dir; cu, body and cuh name the kernel,
+        # the mma.sync body and kdt_mma.cuh.
+        while IFS='|' read -r f expr; do
+            case $f in ""|"#"*) continue;; esac
+            case $f in
+            cu) f=kernel.cu;; body) f=verify_attn_mma.cuh;;
+            cuh) f=kdt_mma.cuh;;
+            esac
+            n=$((n + 1))
+            rm -rf "$tmp/ms"; cp -r "$tmp/orig" "$tmp/ms"
+            [ -f "$tmp/ms/$f" ] || { echo "mutant $n: no file $f"; exit 1; }
+            sed -i "$expr" "$tmp/ms/$f"
+            if cmp -s "$tmp/orig/$f" "$tmp/ms/$f"; then
+                echo "mutant $n ($body, $f: $expr) changed nothing"; exit 1
+            fi
+            prep "$tmp/m$n" "$tmp/ms" "mutant$n: $body: $f: $expr" "$body"
+        done < "${MUTANT_LIST:-$list}"
+    done
 fi
 
 for d in $KDIRS; do
+    body=$(cat "$d/body")
+    defs=
+    [ "$body" = wgmma ] && defs=-DKDT_ATTN_WGMMA=1
     for v in $VARIANTS; do
-        defs=$(echo "$v" | tr , '\n' | grep = | sed 's/^/-DKDT_ATTN_/' | tr '\n' ' ' || true)
+        vdefs=$(echo "$v" | tr , '\n' | grep = | sed 's/^/-DKDT_ATTN_/' | tr '\n' ' ' || true)
         vn=$(echo "$v" | tr ',=' '__')
-        for s in $SHAPES; do
+        eval "shapes=\$SHAPES_$body"
+        for s in $shapes; do
             IFS=_ read h pg nm <<< "$s"
-            echo "g++ -O1 -std=c++17 -w -I$d -I$tmp -I$top/kernels_src -I$top -DKERNEL='\"kernel.cc\"' $defs -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm $tmp/t_attn.cc $tmp/emu_rt.o $tmp/ref.o -lpthread -o $d/t_${vn}_$s"
+            echo "g++ -O1 -std=c++17 -w -I$d -I$tmp -I$top -DKERNEL='\"kernel.cc\"' $defs $vdefs -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm $tmp/t_attn.cc $tmp/emu_rt.o $tmp/ref.o -lpthread -o $d/t_${vn}_$s"
         done
     done
 done > "$tmp/builds"
 xargs -d '\n' -P "$JOBS" -I{} sh -c {} < "$tmp/builds" || true
 
 for d in $KDIRS; do
+    body=$(cat "$d/body")
+    eval "shapes=\$SHAPES_$body modes=\$MODES_$body"
     for v in $VARIANTS; do
         vn=$(echo "$v" | tr ',=' '__')
-        for s in $SHAPES; do
+        for s in $shapes; do
             b=$d/t_${vn}_$s
-            for mode in $MODES; do
+            for mode in $modes; do
+                cp=${mode%,*} wg=${mode#*,}
                 # a crash (or a missing binary) prints no "ok" line: a failure
-                echo "{ [ -x $b ] && EMU_CPASYNC=$mode timeout 600 $b $(cases $s) || echo 'FAIL (exit status '\$?')'; } 2>&1 | sed 's|^|$(basename $d) $v $mode: |' > $b.$mode.out"
+                echo "{ [ -x $b ] && EMU_CPASYNC=$cp EMU_WGMMA=$wg timeout 600 $b $(cases "$body" "$s") || echo 'FAIL (exit status '\$?')'; } 2>&1 | sed 's|^|$(basename $d) $v $mode: |' > $b.$cp.out"
             done
         done
     done

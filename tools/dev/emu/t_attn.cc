@@ -59,6 +59,12 @@ static int run_case(const char *spec) {
     for (auto &x : q) x = ref_f32_to_bf16(ref_attn_randf(&sd));
     std::vector<uint32_t> mask((size_t)R * N_MAX * W);
     for (int r = 0; r < R; r++) ref_attn_random_tree(&mask[(size_t)r * N_MAX * W], nullptr, nn[r], N_MAX, &sd);
+    // bits past a request's tree are garbage the kernel must ignore
+    // (docs/contract.md §3)
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < N_MAX; i++)
+            for (int j = std::max(nn[r], 0); j < 32 * W; j++)
+                if (ref_attn_rand(&sd) & 1) mask[((size_t)r * N_MAX + i) * W + j / 32] |= 1u << (j % 32);
     std::vector<uint16_t> o((size_t)R * ROWS * D_V, 0xffff);
     std::vector<float> lse((size_t)R * ROWS, NAN), ws;
     if (splits > 1 && !cluster) ws.assign((size_t)splits * R * ROWS * (D_V + 1), NAN);
