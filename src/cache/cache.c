@@ -271,10 +271,14 @@ kdt_cache_lock_acquire(const kdt_key *key, const char *what)
     char why[KDT_WHY_SIZE], *user, *id = NULL;
     double timeout = kdt_cache_lock_timeout();
     kdt_cache_lock *lock;
+    kdt_gate *gate;
     int fd, r, waited;
 
-    /* One compile per key in this process, whatever the disk allows. */
-    lock = kdt_lock_new(kdt_gate_enter(key, timeout, &waited), waited);
+    /* One compile per key in this process, whatever the disk allows.  (In
+     * two statements: a call's arguments are evaluated in no set order,
+     * and `waited` is the gate's answer.) */
+    gate = kdt_gate_enter(key, timeout, &waited);
+    lock = kdt_lock_new(gate, waited);
     if (!lock)
         return NULL;
     /* The thread waited for has put its blob in memory: nobody else need
