@@ -25,6 +25,7 @@
 
 char ct_base[256];
 char ct_user[300];
+char ct_spill[340];
 
 void
 ct_setup(void)
@@ -35,6 +36,7 @@ ct_setup(void)
     ck_assert_ptr_nonnull(mkdtemp(ct_base));
     snprintf(ct_user, sizeof ct_user, "%s/user", ct_base);
     snprintf(run, sizeof run, "%s/run", ct_base);
+    snprintf(ct_spill, sizeof ct_spill, "%s/kdtree-jit-spill", run);
     ck_assert_int_eq(mkdir(run, 0700), 0);
     setenv("KDTREE_CACHE_DIR", ct_user, 1);
     setenv("XDG_RUNTIME_DIR", run, 1);
@@ -42,6 +44,7 @@ ct_setup(void)
     unsetenv("KDTREE_CACHE");
     unsetenv("KDTREE_CACHE_PATH");
     unsetenv("KDTREE_CACHE_MAX_BYTES");
+    unsetenv("KDTREE_CACHE_SPILL_MAX_BYTES");
     unsetenv("KDTREE_CACHE_LOCK_TIMEOUT");
     unsetenv("KDTREE_CACHE_TEST_PUBLISH_DELAY_US");
     unsetenv("KDTREE_CACHE_TEST_PUBLISH_GATE");
@@ -359,13 +362,19 @@ ct_stats(void)
 int
 ct_entry_state(const kdt_key *key, const kdt_blob *want)
 {
+    return ct_entry_state_in(ct_user, key, want);
+}
+
+int
+ct_entry_state_in(const char *base, const kdt_key *key, const kdt_blob *want)
+{
     char why[KDT_WHY_SIZE], name[KDT_NAME_SIZE];
     kdt_entry_view v;
     void *buf;
     size_t size;
     int fd, r;
 
-    r = kdt_cache_dir_open(ct_user, 0, &fd, why, sizeof why);
+    r = kdt_cache_dir_open(base, 0, &fd, why, sizeof why);
     if (r != 0)
         return r == 1 ? 0 : -1;
     kdt_layout_entry_name(key, name);
@@ -423,6 +432,17 @@ ct_node_lock(const kdt_key *key)
         return l;
     kdt_cache_lock_release(l);
     return NULL;
+}
+
+int
+ct_locked_for(const kdt_cache_lock *l, const char *base)
+{
+    const char *locked = kdt_cache_lock_dir_id(l);
+    char *id = kdt_cache_dir_id(base);
+    int r = locked && id && strcmp(locked, id) == 0;
+
+    free(id);
+    return r;
 }
 
 pid_t
@@ -516,6 +536,23 @@ ct_compile_in_processes(int n)
         free(buf);
     }
     return all;
+}
+
+char *
+ct_compile_once_in_processes(int n)
+{
+    char *log;
+    int compiles;
+
+    setenv("KDTREE_CACHE_LOCK_TIMEOUT", "600", 1);
+    ct_log_at("info");
+    log = ct_compile_in_processes(n);
+    compiles = ct_count_lines(log, "info: compiled ");
+    if (compiles != 1)
+        fputs(log, stderr);
+    ck_assert_msg(compiles == 1, "%d compiles of one key by %d processes "
+                  "(their log above)", compiles, n);
+    return log;
 }
 
 void

@@ -19,11 +19,14 @@
 extern char ct_base[256];
 /* $KDTREE_CACHE_DIR: ct_base/user. */
 extern char ct_user[300];
+/* The spill store (cache/settings.h): ct_base/run/kdtree-jit-spill. */
+extern char ct_spill[340];
 
 /* Makes ct_base and points every cache variable into it:
  * KDTREE_CACHE_DIR=ct_base/user, XDG_RUNTIME_DIR=ct_base/run (locks),
  * KDTREE_CACHE_PREBUILT_DIR="" and no KDTREE_CACHE, KDTREE_CACHE_PATH,
- * KDTREE_CACHE_MAX_BYTES.  Also forgets the memory layer. */
+ * KDTREE_CACHE_MAX_BYTES, KDTREE_CACHE_SPILL_MAX_BYTES.  Also forgets the
+ * memory layer. */
 void ct_setup(void);
 /* Removes ct_base. */
 void ct_teardown(void);
@@ -79,6 +82,9 @@ kdtree_cache_stats ct_stats(void);
  * `want`, when not NULL), 0 when there is none, -1 when there is one that
  * the library would refuse.  No ck_assert: children call it too. */
 int ct_entry_state(const kdt_key *key, const kdt_blob *want);
+/* The same in the base directory `base` (ct_spill, say). */
+int ct_entry_state_in(const char *base, const kdt_key *key,
+                      const kdt_blob *want);
 /* How many names of the user's entry directory look like entries. */
 size_t ct_count_entries(void);
 /* ct_user's entry directory opened, created if missing (asserted), for
@@ -89,6 +95,10 @@ int ct_open_user_dir(void);
  * holds the node-wide lock, else NULL (the claim released).  No
  * ck_assert: children call it too. */
 kdt_cache_lock *ct_node_lock(const kdt_key *key);
+
+/* 1 when `l` holds the node-wide lock for the cache directory `base`
+ * (ct_user, ct_spill). */
+int ct_locked_for(const kdt_cache_lock *l, const char *base);
 
 /* A holder: a child that takes the node-wide lock of `key` (with the
  * environment as it is), then waits for a byte on `go` (or, with go < 0,
@@ -106,6 +116,10 @@ void ct_store_pair(const char *kernel, kdt_cache_lock *lock, kdt_key *key,
  * processes at once (at most 8), each with its stderr in a file; asserts
  * that each succeeded.  Returns their stderr, all of it (malloc'ed). */
 char *ct_compile_in_processes(int n);
+/* ct_compile_in_processes(n) at KDTREE_LOG=info, with a lock timeout
+ * longer than any test, asserting that the node compiled the key once
+ * (their log goes to stderr when not).  Returns their stderr. */
+char *ct_compile_once_in_processes(int n);
 /* KDTREE_LOG=level, read again. */
 void ct_log_at(const char *level);
 

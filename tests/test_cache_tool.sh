@@ -4,8 +4,8 @@
 # (with each entry's NVRTC),
 # resources, explain (a hit, and misses that name the differing field), verify and gc
 # on a corrupted entry and on an alias without its entry, gc of temp and
-# lock files, a SIGINT, eviction by gc --max-bytes, clear, --all with a
-# read-only layer, populate into a full disk (exit 3, with the reason),
+# lock files, a SIGINT, eviction by gc --max-bytes, clear, the spill
+# store's gc and clear, --all with a read-only layer, populate into a full disk (exit 3, with the reason),
 # and the exit codes scripts rely on.  Skips (77) when NVRTC is
 # unavailable (populate is how entries are made); what needs no NVRTC is
 # test_cache_tool_errors.sh.
@@ -190,6 +190,25 @@ expect 0 "$tool" clear
 has "removed 2 entries"
 expect 0 "$tool" list
 has "0 entries"
+
+# A compile that cannot be written to the user's directory goes to the
+# spill store (populate still says it was not written there: exit 3);
+# gc keeps the spill store under its cap, clear empties it too.
+spill=$tmp/run/kdtree-jit-spill
+expect 3 env KDTREE_CACHE_TEST_PUBLISH_FAIL=EROFS "$tool" populate \
+    --arch sm_90 tree_accept
+has "not written to"
+[ "$(ls "$spill/v1/"*.kdt | wc -l)" -eq 2 ] ||
+    fail "the entry and its alias are not in the spill store"
+expect 0 "$tool" gc
+has "^gc: spill store: 0 stale temp files, 0 bad entries, 0 evicted"
+expect 0 env KDTREE_CACHE_SPILL_MAX_BYTES=1 "$tool" gc
+has "^gc: spill store: .* 2 evicted (cap 1 bytes)"
+expect 3 env KDTREE_CACHE_TEST_PUBLISH_FAIL=EROFS "$tool" populate \
+    --arch sm_90 tree_accept
+expect 0 "$tool" clear
+has "removed 2 entries from $spill/v1 (the spill store)"
+[ -z "$(ls "$spill/v1/")" ] || fail "clear left the spill store's entries"
 
 # --dir overrides the directory; KDTREE_CACHE=off leaves none (exit 3).
 expect 0 "$tool" --dir "$tmp/elsewhere" populate --arch sm_90 tree_accept

@@ -11,7 +11,8 @@
  *
  * It works on the user's cache directory as the library would find it
  * (--dir overrides it, as KDTREE_CACHE_DIR does, and must exist unless
- * populate is to make it); --all adds the read-only layers.  It reads a cache by the library's own rules (src/cache/file.h):
+ * populate is to make it); --all adds the read-only layers; gc and clear
+ * look after the node's spill store too (docs/cache.md).  It reads a cache by the library's own rules (src/cache/file.h):
  * what the library would refuse, it reports as bad.  Exit codes, for
  * scripts:
  *   0  done, nothing wrong (explain: the lookup would hit)
@@ -479,16 +480,122 @@ remove_bad(const entry *e, kdt_cache_tally *t)
         printf("gc: removed bad entry %s: %s\n", e->file.name, e->why);
 }
 
+/* Opens the spill store's entry directory (cache/settings.h) for gc and
+ * clear: 0 with *fd, or 1 when there is none to look at (it does not
+ * exist, or it is refused, which is said: the library does not use it
+ * either). */
+static int
+open_spill_entry_dir(char **dir, int *fd)
+{
+    char why[KDT_WHY_SIZE], *spill = kdt_cache_spill_dir();
+    int r;
+
+    *dir = spill ? kdt_layout_entry_dir(spill) : NULL;
+    if (!*dir) {
+        free(spill);
+        return 1;
+    }
+    r = kdt_cache_dir_open(spill, KDT_DIR_NO_LINK, fd, why, sizeof why);
+    if (r < 0)
+        fprintf(stderr, "kdtree-cache: spill store %s not used: %s\n", spill,
+                why);
+    free(spill);
+    return r == 0 ? 0 : 1;
+}
+
+/* What gc does in one entry directory `fd` (`dir` in messages): sweeps
+ * stale temp files, removes entries that fail verification (then the
+ * aliases whose entry that removed), evicts down to `cap`.  Counts into
+ * the tallies.  Returns EXIT_OK, or EXIT_CACHE without memory to scan. */
+static int
+gc_dir(int fd, const char *dir, uint64_t cap, kdt_cache_tally *swept,
+       kdt_cache_tally *bad, kdt_cache_tally *ev)
+{
+    kdt_cache_file *f;
+    entry **aliases;
+    size_t n, n_aliases = 0;
+
+    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
+                          KDT_CACHE_TEMP_STALE_S, swept);
+    if (kdt_cache_scan(fd, &f, &n) != 0)
+        return EXIT_CACHE;
+    aliases = calloc(n ? n : 1, sizeof *aliases);
+    for (size_t i = 0; i < n; i++) {
+        entry *e = calloc(1, sizeof *e);
+        if (!e)
+            break;
+        e->file = f[i];
+        e->dir_fd = fd;
+        kdt_tool_load_entry(e, 0);
+        if (!e->ok)
+            remove_bad(e, bad);
+        if (e->ok && e->view.kind == KDT_PAYLOAD_ALIAS && aliases) {
+            aliases[n_aliases++] = e;
+            continue;
+        }
+        free(e->buf);
+        free(e);
+    }
+    /* An alias whose entry was bad, and went above, leads nowhere. */
+    for (size_t i = 0; i < n_aliases; i++) {
+        entry *e = aliases[i];
+        if (kdt_cache_alias_orphan(fd, &e->view, e->why, sizeof e->why) != 0)
+            remove_bad(e, bad);
+        free(e->buf);
+        free(e);
+    }
+    free(aliases);
+    free(f);
+    kdt_cache_evict(fd, dir, cap, NULL, 0, ev);
+    return EXIT_OK;
+}
+
+/* The first of the tallies' failures, said; EXIT_OK when none failed. */
+static int
+report_all(const char *cmd, const kdt_cache_tally *t, int n, const char *dir)
+{
+    int r = EXIT_OK;
+
+    for (int i = 0; r == EXIT_OK && i < n; i++)
+        r = report_failures(cmd, &t[i], dir);
+    return r;
+}
+
+/* gc of the spill store, when there is one: the same as the user's
+ * directory, under its own cap.  EXIT_OK or EXIT_CACHE (said why). */
+static int
+gc_spill(void)
+{
+    kdt_cache_tally t[3] = {{0}};
+    char *dir;
+    uint64_t cap = kdt_cache_spill_max_bytes();
+    int fd, r;
+
+    if (open_spill_entry_dir(&dir, &fd) != 0) {
+        free(dir);
+        return EXIT_OK;
+    }
+    r = gc_dir(fd, dir, cap, &t[0], &t[1], &t[2]);
+    if (r == EXIT_OK) {
+        printf("gc: spill store: %d stale temp files, %d bad entries, %d "
+               "evicted (cap %llu bytes); %llu bytes left in %s\n",
+               t[0].removed, t[1].removed + t[2].bad, t[2].removed,
+               (unsigned long long)cap, (unsigned long long)t[2].bytes_left,
+               dir);
+        r = report_all("gc", t, 3, dir);
+    }
+    close(fd);
+    free(dir);
+    return r;
+}
+
 static int
 cmd_gc(const char *max_bytes)
 {
-    kdt_cache_tally swept = {0}, bad = {0}, ev = {0}, locks = {0};
-    kdt_cache_file *f;
-    entry **aliases;
+    kdt_cache_tally t[3] = {{0}}, locks = {0};
     uint64_t cap;
-    size_t n, n_aliases = 0;
     char *dir;
-    int fd, r, n_failed;
+    int fd, r, rs, n_failed;
 
     if (max_bytes && kdt_cache_parse_size(max_bytes, &cap) != 0)
         return kdt_tool_usage_error("--max-bytes %s: not a size (digits, then "
@@ -503,95 +610,74 @@ cmd_gc(const char *max_bytes)
     if (r == 1)
         printf("gc: nothing to do: %s does not exist; %d stale lock files\n",
                dir, locks.removed);
-    if (r != 0) {
-        free(dir);
-        return r == 1 ? report_failures("gc", &locks, "the lock directory")
-                      : r;
-    }
-    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
-                          KDT_CACHE_TEMP_STALE_S, &swept);
-    if (kdt_cache_scan(fd, &f, &n) != 0) {
-        close(fd);
-        free(dir);
-        return EXIT_CACHE;
-    }
-    aliases = calloc(n ? n : 1, sizeof *aliases);
-    for (size_t i = 0; i < n; i++) {
-        entry *e = calloc(1, sizeof *e);
-        if (!e)
-            break;
-        e->file = f[i];
-        e->dir_fd = fd;
-        kdt_tool_load_entry(e, 0);
-        if (!e->ok)
-            remove_bad(e, &bad);
-        if (e->ok && e->view.kind == KDT_PAYLOAD_ALIAS && aliases) {
-            aliases[n_aliases++] = e;
-            continue;
+    if (r == 0) {
+        r = gc_dir(fd, dir, cap, &t[0], &t[1], &t[2]);
+        if (r == EXIT_OK) {
+            printf("gc: %d stale temp files, %d bad entries, %d evicted (cap "
+                   "%llu bytes), %d stale lock files; %llu bytes left in "
+                   "%s\n", t[0].removed, t[1].removed + t[2].bad,
+                   t[2].removed, (unsigned long long)cap, locks.removed,
+                   (unsigned long long)t[2].bytes_left, dir);
+            r = report_all("gc", t, 3, dir);
         }
-        free(e->buf);
-        free(e);
+        close(fd);
     }
-    /* An alias whose entry was bad, and went above, leads nowhere. */
-    for (size_t i = 0; i < n_aliases; i++) {
-        entry *e = aliases[i];
-        if (kdt_cache_alias_orphan(fd, &e->view, e->why, sizeof e->why) != 0)
-            remove_bad(e, &bad);
-        free(e->buf);
-        free(e);
-    }
-    free(aliases);
-    free(f);
-    kdt_cache_evict(fd, dir, cap, NULL, 0, &ev);
-    printf("gc: %d stale temp files, %d bad entries, %d evicted (cap %llu "
-           "bytes), %d stale lock files; %llu bytes left in %s\n",
-           swept.removed, bad.removed + ev.bad, ev.removed,
-           (unsigned long long)cap, locks.removed,
-           (unsigned long long)ev.bytes_left, dir);
-    r = report_failures("gc", &swept, dir);
+    free(dir);
+    /* Whatever became of the user's directory: the spill store stands in
+     * for one that cannot be written. */
+    rs = gc_spill();
+    if (r == 1)
+        r = EXIT_OK;
     if (r == EXIT_OK)
-        r = report_failures("gc", &bad, dir);
-    if (r == EXIT_OK)
-        r = report_failures("gc", &ev, dir);
+        r = rs;
     if (r == EXIT_OK)
         r = report_failures("gc", &locks, "the lock directory");
-    close(fd);
-    free(dir);
     return r;
+}
+
+/* Removes every entry of the entry directory `fd` (`dir`) and its stale
+ * temp files (a live writer's are its own), says how many, and returns
+ * EXIT_OK or EXIT_CACHE (said why). */
+static int
+clear_dir(int fd, const char *dir, const char *what)
+{
+    kdt_cache_tally t = {0}, swept = {0};
+    kdt_cache_file *f;
+    size_t n;
+
+    if (kdt_cache_scan(fd, &f, &n) != 0)
+        return EXIT_CACHE;
+    for (size_t i = 0; i < n; i++)
+        kdt_cache_remove(fd, f[i].name, &t);
+    free(f);
+    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
+                          KDT_CACHE_TEMP_STALE_S, &swept);
+    printf("clear: removed %d entries from %s%s\n", t.removed, dir, what);
+    return report_failures("clear", &t, dir);
 }
 
 static int
 cmd_clear(void)
 {
-    kdt_cache_tally t = {0}, swept = {0};
-    kdt_cache_file *f;
-    size_t n;
     char *dir;
-    int fd, r;
+    int fd, r, rs = EXIT_OK;
 
     r = open_user_entry_dir(&dir, &fd);
     if (r == 1)
         printf("clear: removed 0 entries from %s\n", dir);
-    if (r != 0) {
-        free(dir);
-        return r == 1 ? EXIT_OK : r;
-    }
-    if (kdt_cache_scan(fd, &f, &n) != 0) {
+    if (r == 0) {
+        r = clear_dir(fd, dir, "");
         close(fd);
-        free(dir);
-        return EXIT_CACHE;
     }
-    for (size_t i = 0; i < n; i++)
-        kdt_cache_remove(fd, f[i].name, &t);
-    free(f);
-    /* Temp files of live writers are theirs; only stale ones go. */
-    kdt_cache_sweep_temps(fd, dir, KDT_CACHE_TEMP_GRACE_S,
-                          KDT_CACHE_TEMP_STALE_S, &swept);
-    printf("clear: removed %d entries from %s\n", t.removed, dir);
-    r = report_failures("clear", &t, dir);
-    close(fd);
     free(dir);
-    return r;
+    if (open_spill_entry_dir(&dir, &fd) == 0) {
+        rs = clear_dir(fd, dir, " (the spill store)");
+        close(fd);
+    }
+    free(dir);
+    if (r == 1)
+        r = EXIT_OK;
+    return r == EXIT_OK ? rs : r;
 }
 
 /* ---- arguments ---------------------------------------------------------- */

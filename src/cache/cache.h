@@ -1,8 +1,9 @@
 /*
  * cache/cache.h: the compiled-kernel cache as the rest of the library
  * uses it: lookup and store over the in-process memory layer, the
- * read-only layers and the user's cache directory, the miss path's
- * per-key lock, and the background publish.
+ * read-only layers, the user's cache directory and the spill store that
+ * stands in for it when it cannot be written, the miss path's per-key
+ * lock, and the background publish.
  *
  * One file per entry, named by its key (<dir>/v<FORMAT>/<32 hex>.kdt,
  * cache/layout.h; the format: cache/entry.h).  Every load verifies all of
@@ -11,6 +12,15 @@
  * Entries are published by temp file + fsync + rename (cache/publish.h),
  * so no reader ever sees a partial one.  Directories are created 0700.
  * Where, and the modes: cache/settings.h.
+ *
+ * The spill store (cache/settings.h: kdt_cache_spill_dir) is a node-local
+ * cache directory of the user's, on tmpfs beside the locks.  In readwrite
+ * mode it stands in for a user's directory this process cannot write (a
+ * read-only or full file system, one the trust rules refuse, a publish
+ * there that failed): what would go there goes to the spill store, the
+ * claim on a key is the spill store's lock, and a miss searches it after
+ * the user's directory.  So the processes of a node still share one
+ * compile of each key.  readonly mode writes nothing, there either.
  *
  * The miss path publishes in the background (kdt_cache_store_async): the
  * blob is in this process's memory layer at once, and one publishing
@@ -57,10 +67,12 @@ enum kdt_cache_source {
     KDT_FROM_NONE = 0,
     KDT_FROM_MEMORY = 1,
     KDT_FROM_LAYER = 2, /* a read-only layer */
-    KDT_FROM_USER = 3   /* the user's cache directory */
+    KDT_FROM_USER = 3,  /* the user's cache directory */
+    KDT_FROM_SPILL = 4  /* the spill store, standing in for it */
 };
 
-/* Looks `key` up in memory, then each layer, then the user's directory.
+/* Looks `key` up in memory, then each layer, then the user's directory,
+ * then the spill store when it stands in for the user's directory.
  * `preimage` is the text the key was made from: an entry must carry the
  * same.  Returns 1 with *out filled (caller frees) and *from set, 0 on a
  * miss (each rejected entry logged with its reason; a directory refused
@@ -72,7 +84,8 @@ int kdt_cache_lookup(const kdt_key *key, const char *preimage,
 /* Keeps the blob in process memory and publishes it to the user's cache
  * directory (unless KDTREE_CACHE is off or readonly) before returning.  A
  * directory that cannot be written, or a full disk, warns once per process
- * and carries on in memory: that is not an error.  Returns 0 or
+ * and the entry goes to the spill store instead (or stays in memory when
+ * there is none): that is not an error.  Returns 0 or
  * KDTREE_ERROR_OUT_OF_MEMORY. */
 int kdt_cache_store(const kdt_key *key, const char *preimage,
                     size_t preimage_len, const kdt_blob *blob);
@@ -107,10 +120,12 @@ void kdt_cache_flush(void);
  * key is waited for), and across the processes of a node that publish to
  * the same directory (the node-wide lock).  Only a process that will
  * publish takes the node-wide lock: not with KDTREE_CACHE=off or
- * readonly, without a directory, with one the trust rules refuse, or one
- * it cannot write (a read-only or full file system, a publish of this
- * process that failed there, or a holder's word that it could not
- * publish: cache/notice.h).  A wait for another process lasts at most
+ * readonly, nor without a directory.  For a directory the trust rules
+ * refuse, or one it cannot write (a read-only or full file system, a
+ * publish of this process that failed there, or a holder's word that it
+ * could not publish: cache/notice.h), it takes the spill store's lock
+ * instead (none when there is no spill store).  A wait for another
+ * process lasts at most
  * KDTREE_CACHE_LOCK_TIMEOUT seconds on any one holder (default 120), and
  * one waiter takes over a holder that is stopped, gone or too slow; the
  * wait says at info whom it waits for after a second, at warn after

@@ -118,6 +118,8 @@ open_base(const char *base, int flags, int *fd, char *why, size_t why_size)
             errno = saved;
             return -1;
         }
+    } else if (S_ISLNK(st.st_mode) && (flags & KDT_DIR_NO_LINK)) {
+        return refuse(why, why_size, "", "a symbolic link");
     } else if (S_ISLNK(st.st_mode) && st.st_uid != geteuid()
                && !(allow_root && st.st_uid == 0)) {
         /* (A link's own mode means nothing; only its owner counts.) */
@@ -125,9 +127,13 @@ open_base(const char *base, int flags, int *fd, char *why, size_t why_size)
                  (unsigned long)st.st_uid);
         return refuse(why, why_size, "", w);
     }
-    *fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* (O_NOFOLLOW: a link made after the lstat is refused too.) */
+    *fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC
+                         | (flags & KDT_DIR_NO_LINK ? O_NOFOLLOW : 0));
     if (*fd < 0) {
         saved = errno;
+        if (saved == ELOOP)
+            return refuse(why, why_size, "", "a symbolic link");
         snprintf(why, why_size, "%s", strerror(saved));
         errno = saved;
         return saved == ENOENT ? 1 : -1;

@@ -35,7 +35,10 @@ const char *kdt_cache_type_name(mode_t mode);
 
 enum {
     KDT_DIR_CREATE = 1,     /* create what is missing, 0700 */
-    KDT_DIR_ALLOW_ROOT = 2  /* a read-only layer: root may own it */
+    KDT_DIR_ALLOW_ROOT = 2, /* a read-only layer: root may own it */
+    KDT_DIR_NO_LINK = 4     /* the base may not be a symbolic link (the
+                             * spill store, in a directory every user
+                             * shares) */
 };
 
 /* Opens the entry directory <base>/v<FORMAT> after checking the chain
@@ -45,7 +48,8 @@ enum {
  * chain does not exist (without KDT_DIR_CREATE), or -1 with the reason in
  * `why` ("refused: writable by group or others (mode 777)", "v1/ refused:
  * a symbolic link, not a directory", "cannot create it: Read-only file
- * system") and errno set (EACCES for a refusal). */
+ * system"; with KDT_DIR_NO_LINK "refused: a symbolic link") and errno set
+ * (EACCES for a refusal). */
 int kdt_cache_dir_open(const char *base, int flags, int *fd, char *why,
                        size_t why_size);
 

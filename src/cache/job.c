@@ -25,23 +25,26 @@ free_data(kdt_publish_job *job)
 {
     for (int i = 0; i < job->n; i++)
         free(job->e[i].enc);
-    free(job->base);
-    free(job->dir_id);
+    for (int i = 0; i < job->n_dirs; i++) {
+        free(job->dir[i].base);
+        free(job->dir[i].dir_id);
+    }
     kdt_cache_hooks_free(&job->hooks);
     free(job);
 }
 
 int
-kdt_job_build(const kdt_cache_item *items, int n, char *base,
+kdt_job_build(const kdt_cache_item *items, int n,
+              const kdt_publish_dir *dirs, int n_dirs,
               kdt_cache_lock *lock, kdt_publish_job **job)
 {
     kdt_publish_job *j;
     int r;
 
     *job = NULL;
-    if (n < 1 || n > JOB_MAX)
-        return kdt_fail(KDTREE_ERROR_INTERNAL, "cache: %d items in one store",
-                        n);
+    if (n < 1 || n > JOB_MAX || n_dirs < 1 || n_dirs > 2)
+        return kdt_fail(KDTREE_ERROR_INTERNAL, "cache: %d items for %d "
+                        "directories in one store", n, n_dirs);
     j = calloc(1, sizeof *j + (size_t)n * sizeof j->e[0]);
     if (!j)
         return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: out of memory");
@@ -68,63 +71,72 @@ kdt_job_build(const kdt_cache_item *items, int n, char *base,
         free_data(j);
         return 0;
     }
-    j->dir_id = kdt_cache_dir_id(base);
-    if (!j->dir_id) {
-        free_data(j);
-        return kdt_fail(KDTREE_ERROR_OUT_OF_MEMORY, "cache: out of memory");
-    }
-    j->base = base;
-    j->max_bytes = kdt_cache_max_bytes();
+    for (int i = 0; i < n_dirs; i++)
+        j->dir[i] = dirs[i];
+    j->n_dirs = n_dirs;
     kdt_cache_hooks_read(&j->hooks);
     j->lock = lock;
     *job = j;
     return 0;
 }
 
-/* The job's entry could not be published (`why`): said once as a notice,
- * and told to this process's later misses and, through the lock file, to
- * the processes waiting for this key, so that none of them waits for, or
- * locks for, a directory nobody can write. */
+/* The entry could not be published into `d` (`why`): said once as a
+ * notice (naming the directory tried next, if any), recorded for
+ * kdtree-cache when `d` is the user's, and marked, so that this process's
+ * later misses neither wait nor lock for a directory nobody can write. */
 static void
-entry_failed(kdt_publish_job *job, const char *why)
+entry_failed(const kdt_publish_dir *d, const kdt_publish_dir *next,
+             const char *why)
 {
-    kdt_cache_write_failed(job->base, why);
-    (void)kdt_cache_mark_unwritable(job->dir_id);
-    kdt_cache_lock_publish_failed(job->lock);
+    if (d->spill)
+        kdt_cache_notice(KDT_NOTICE_SPILL, "cache: spill store %s not used: "
+                         "%s", d->base, why);
+    else
+        kdt_cache_write_failed(d->base, why, next ? next->base : NULL);
+    (void)kdt_cache_mark_unwritable(d->dir_id);
 }
 
-void
-kdt_job_run(kdt_publish_job *job)
+/* Publishes the job's entries into `d`.  Returns 1 when the entry landed
+ * (its aliases may not have), 0 when it did not. */
+static int
+publish_into(kdt_publish_job *job, const kdt_publish_dir *d,
+             const kdt_publish_dir *next)
 {
     char why[KDT_WHY_SIZE], *dir;
     char names[JOB_MAX][KDT_NAME_SIZE];
     const char *keep[JOB_MAX];
+    kdt_cache_hooks hooks = job->hooks;
     uint64_t written = 0;
     int fd, n_keep = 0;
 
-    if (kdt_cache_dir_open(job->base, KDT_DIR_CREATE, &fd, why,
-                           sizeof why) != 0) {
-        entry_failed(job, why);
-        return;
+    /* The hooks' failures stand for the user's directory's file system;
+     * the spill store is tmpfs beside the locks. */
+    if (d->spill)
+        hooks.fail_step = hooks.fail_errno = 0;
+    if (kdt_cache_dir_open(d->base, KDT_DIR_CREATE
+                                        | (d->spill ? KDT_DIR_NO_LINK : 0),
+                           &fd, why, sizeof why) != 0) {
+        entry_failed(d, next, why);
+        return 0;
     }
-    dir = kdt_layout_entry_dir(job->base);
+    dir = kdt_layout_entry_dir(d->base);
     for (int i = 0; i < job->n; i++) {
         const kdt_publish_entry *e = &job->e[i];
         /* Reasons name files relative to the base, which the notice
          * names. */
         if (kdt_cache_publish(fd, kdt_layout_subdir(), &e->key, e->enc,
-                              e->size, e->durable, &job->hooks, why,
+                              e->size, e->durable, &hooks, why,
                               sizeof why) != 0) {
             if (i > 0) {
-                kdt_cache_write_failed(job->base, why);
+                kdt_cache_write_failed(d->base, why, NULL);
                 continue;
             }
             /* The entry is not there: its aliases would lead nowhere. */
-            entry_failed(job, why);
+            entry_failed(d, next, why);
             break;
         }
         if (i == 0)
-            kdt_cache_mark_writable(job->dir_id);
+            kdt_cache_mark_writable(d->dir_id);
         kdt_layout_entry_name(&e->key, names[n_keep]);
         keep[n_keep] = names[n_keep];
         kdt_log(KDT_LOG_DEBUG, "cache: published %s/%s", dir ? dir : "",
@@ -133,10 +145,30 @@ kdt_job_run(kdt_publish_job *job)
         written += e->size;
     }
     if (n_keep && dir)
-        kdt_cache_after_publish(fd, dir, keep, n_keep, written,
-                                job->max_bytes);
+        kdt_cache_after_publish(fd, dir, keep, n_keep, written, d->max_bytes);
     free(dir);
     close(fd);
+    return n_keep > 0;
+}
+
+void
+kdt_job_run(kdt_publish_job *job)
+{
+    const char *locked = kdt_cache_lock_dir_id(job->lock);
+    int landed = -1, at = -1;
+
+    for (int i = 0; landed < 0 && i < job->n_dirs; i++)
+        if (publish_into(job, &job->dir[i],
+                         i + 1 < job->n_dirs ? &job->dir[i + 1] : NULL))
+            landed = i;
+    for (int i = 0; locked && i < job->n_dirs; i++)
+        if (strcmp(job->dir[i].dir_id, locked) == 0)
+            at = i;
+    /* The processes waiting on the lock wait for its directory: when that
+     * could not take the entry, the lock file says so (only then, once the
+     * spill store has it), and they stop waiting for that directory. */
+    if (locked && (landed < 0 || (at >= 0 && at < landed)))
+        kdt_cache_lock_publish_failed(job->lock);
 }
 
 void

@@ -61,6 +61,7 @@ struct kdt_cache_lock {
     kdt_gate *gate;
     int fd;        /* the lock file, locked; -1: no node-wide lock */
     int dir_fd;    /* the lock directory, with fd */
+    char *dir_id;  /* the cache directory locked for, with fd */
     char name[LOCK_NAME_SIZE];
     off_t state_at; /* where the state word is in the file */
     int failed;    /* the publish failed: the file keeps saying so */
@@ -400,6 +401,12 @@ kdt_cache_lock_held(const kdt_cache_lock *l)
     return l && l->fd >= 0;
 }
 
+const char *
+kdt_cache_lock_dir_id(const kdt_cache_lock *l)
+{
+    return l && l->fd >= 0 ? l->dir_id : NULL;
+}
+
 int
 kdt_cache_lock_recheck(const kdt_cache_lock *l)
 {
@@ -435,6 +442,22 @@ holder_could_not_publish(const holder *h, const char *dir_id)
                 h->pid, h->what, dir_id);
 }
 
+/* The lock file `fd`, named `name` in `dir_fd`, is locked by `l` for the
+ * cache directory `dir_id`: kept, and the holder's line written. */
+static void
+hold(kdt_cache_lock *l, int dir_fd, int fd, const char *name,
+     const char *dir_id, const char *what)
+{
+    l->fd = fd;
+    l->dir_fd = dir_fd;
+    /* Without memory the job cannot tell which directory the lock is
+     * for, and says nothing in the file: its waiters find out by their
+     * own compile. */
+    l->dir_id = strdup(dir_id);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    write_holder(l, what);
+}
+
 /* `fd` is locked and its name leads to it: the lock is ours, unless the
  * last holder left word that it could not publish (then it is let go, and
  * 0 returned). */
@@ -450,10 +473,7 @@ claim(kdt_cache_lock *l, int dir_fd, int fd, const char *name,
         close(fd); /* the word stays for the others */
         return 0;
     }
-    l->fd = fd;
-    l->dir_fd = dir_fd;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    write_holder(l, what);
+    hold(l, dir_fd, fd, name, dir_id, what);
     return 1;
 }
 
@@ -646,10 +666,7 @@ kdt_lock_node(kdt_cache_lock *l, const char *dir_id, const kdt_key *key,
                 kdt_log(w.take_level < 0 ? warn_once(&warned_timeout)
                                          : w.take_level, "%s", w.take_why);
                 close(fd);
-                l->fd = nfd;
-                l->dir_fd = dir_fd;
-                snprintf(l->name, sizeof l->name, "%s", name);
-                write_holder(l, what);
+                hold(l, dir_fd, nfd, name, dir_id, what);
                 free(dir);
                 return 1;
             }
@@ -705,6 +722,7 @@ kdt_cache_lock_release(kdt_cache_lock *lock)
         close(lock->fd);
         close(lock->dir_fd);
     }
+    free(lock->dir_id);
     free(lock);
 }
 
@@ -720,6 +738,7 @@ kdt_cache_lock_forget(kdt_cache_lock *lock)
         close(lock->fd);
         close(lock->dir_fd);
     }
+    free(lock->dir_id);
     free(lock);
 }
 

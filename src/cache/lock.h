@@ -23,7 +23,9 @@
  * a second, at warn after KDT_LOCK_WARN_S), to notice a holder that is
  * stopped (SIGSTOP, a debugger) or gone (its descriptor inherited by
  * another process) and not wait for it, and to stop waiting for a holder
- * that could not publish (the directory cannot be written: nobody will).
+ * that could not publish (the directory cannot be written: nobody will;
+ * the holder's entry is in the spill store, whose lock the caller takes
+ * next: cache/cache.h).
  * A holder that is stopped or gone for half a second, or has held the lock
  * longer than the timeout, is taken over by exactly one waiter: under a
  * second lock (flock of the lock directory itself), the waiter unlinks the
@@ -70,6 +72,11 @@ int kdt_lock_node(kdt_cache_lock *l, const char *dir_id, const kdt_key *key,
 /* 1 when `l` holds the node-wide lock. */
 int kdt_cache_lock_held(const kdt_cache_lock *l);
 
+/* The identity of the cache directory `l` holds the node-wide lock for
+ * (the user's, or the spill store: cache/cache.h), or NULL when it holds
+ * none.  Valid while `l` is. */
+const char *kdt_cache_lock_dir_id(const kdt_cache_lock *l);
+
 /* 1 when the key may have reached a cache since the caller missed it:
  * the claim waited for another thread, or holds the node-wide lock (whose
  * last holder may have published).  The caller then looks it up again
@@ -81,10 +88,12 @@ int kdt_cache_lock_recheck(const kdt_cache_lock *l);
  * wait for the disk.  NULL is fine. */
 void kdt_cache_lock_open_gate(kdt_cache_lock *l);
 
-/* Says in the lock file that this holder could not publish: the release
- * then leaves the file with that word in it, so that the processes
- * waiting for this key stop waiting (and take no lock for that directory
- * again) instead of compiling one after another.  NULL is fine. */
+/* Says in the lock file that this holder could not publish into the
+ * directory it locked for (its entry, if anywhere, is in the spill store
+ * by then): the release then leaves the file with that word in it, so
+ * that the processes waiting for this key stop waiting for that directory
+ * (and take no lock for it again) instead of compiling one after another.
+ * NULL is fine. */
 void kdt_cache_lock_publish_failed(kdt_cache_lock *l);
 
 /* Releases the claim: leaves the gate, unlinks the lock file (while still

@@ -64,7 +64,8 @@ rec_init(void)
 }
 
 void
-kdt_cache_write_failed(const char *dir, const char *why)
+kdt_cache_write_failed(const char *dir, const char *why,
+                       const char *instead)
 {
     char *copy = strdup(why);
 
@@ -74,9 +75,14 @@ kdt_cache_write_failed(const char *dir, const char *why)
     free(rec_why);
     rec_why = copy;
     pthread_mutex_unlock(&rec_lock);
-    kdt_cache_notice(KDT_NOTICE_USER_DIR,
-                     "cache: cannot write to %s: %s; compiled kernels stay "
-                     "in memory only", dir, why);
+    if (instead)
+        kdt_cache_notice(KDT_NOTICE_USER_DIR,
+                         "cache: cannot write to %s: %s; compiled kernels go "
+                         "to the node's spill store %s", dir, why, instead);
+    else
+        kdt_cache_notice(KDT_NOTICE_USER_DIR,
+                         "cache: cannot write to %s: %s; compiled kernels "
+                         "stay in memory only", dir, why);
 }
 
 unsigned long

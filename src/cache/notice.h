@@ -23,7 +23,8 @@ enum kdt_notice {
     KDT_NOTICE_USER_DIR = 0, /* the user's directory: not read or written */
     KDT_NOTICE_LAYER = 1,    /* a read-only layer refused */
     KDT_NOTICE_LOCK_DIR = 2, /* no per-key lock: compiling without */
-    KDT_NOTICE_COUNT = 3
+    KDT_NOTICE_SPILL = 3,    /* the spill store refused or unusable */
+    KDT_NOTICE_COUNT = 4
 };
 
 /* Logs one line, at warn the first time for `topic` in this process,
@@ -31,9 +32,12 @@ enum kdt_notice {
 void kdt_cache_notice(enum kdt_notice topic, const char *fmt, ...)
     KDT_PRINTF(2, 3);
 
-/* Records a publish that failed (`why` says how) and logs it as a
- * KDT_NOTICE_USER_DIR notice. */
-void kdt_cache_write_failed(const char *dir, const char *why);
+/* Records a publish into `dir` that failed (`why` says how) and logs it
+ * as a KDT_NOTICE_USER_DIR notice, which names `instead`, the directory
+ * the entry goes to next (the spill store), or says that it stays in
+ * memory (`instead` NULL). */
+void kdt_cache_write_failed(const char *dir, const char *why,
+                            const char *instead);
 
 /* How many publishes of this process have failed so far; the last one's
  * reason goes to `why` (when size > 0; "" when none failed). */

@@ -326,22 +326,41 @@ kdt_cache_parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* A byte count from `var` (kdt_cache_parse_size), `def` when it is unset
+ * or empty, or, with a warning once per variable, when it does not
+ * parse. */
+static uint64_t
+size_setting(const char *var, uint64_t def, atomic_int *warned)
+{
+    const char *v = getenv(var);
+    uint64_t n;
+
+    if (!v || !*v)
+        return def;
+    if (kdt_cache_parse_size(v, &n) == 0)
+        return n;
+    kdt_log(warn_level(warned),
+            "%s=%s is not a size (digits, then optionally K, M, G or T); "
+            "using %llu", var, v, (unsigned long long)def);
+    return def;
+}
+
 uint64_t
 kdt_cache_max_bytes(void)
 {
     static atomic_int warned;
-    const char *v = getenv("KDTREE_CACHE_MAX_BYTES");
-    uint64_t n;
 
-    if (!v || !*v)
-        return KDT_CACHE_DEFAULT_MAX_BYTES;
-    if (kdt_cache_parse_size(v, &n) == 0)
-        return n;
-    kdt_log(warn_level(&warned),
-            "KDTREE_CACHE_MAX_BYTES=%s is not a size (digits, then "
-            "optionally K, M, G or T); using %llu", v,
-            (unsigned long long)KDT_CACHE_DEFAULT_MAX_BYTES);
-    return KDT_CACHE_DEFAULT_MAX_BYTES;
+    return size_setting("KDTREE_CACHE_MAX_BYTES", KDT_CACHE_DEFAULT_MAX_BYTES,
+                        &warned);
+}
+
+uint64_t
+kdt_cache_spill_max_bytes(void)
+{
+    static atomic_int warned;
+
+    return size_setting("KDTREE_CACHE_SPILL_MAX_BYTES",
+                        KDT_CACHE_SPILL_DEFAULT_MAX_BYTES, &warned);
 }
 
 /* "12", "0.5", ".5", "12.": decimal seconds, nothing else (no sign, no
@@ -384,20 +403,39 @@ kdt_cache_lock_timeout(void)
     return KDT_CACHE_LOCK_TIMEOUT_DEFAULT;
 }
 
-char *
-kdt_cache_lock_dir(void)
+/* A node-local directory of this user (malloc'ed): `xdg` in
+ * $XDG_RUNTIME_DIR when that is an absolute path to a directory, else
+ * /dev/shm/<shm><euid>, else /tmp/<tmp><euid>.  The locks and the spill
+ * store sit side by side; the lock directory's names are those earlier
+ * releases used, so that processes of both share their locks. */
+static char *
+node_local_dir(const char *xdg, const char *shm, const char *tmp)
 {
     const char *x = getenv("XDG_RUNTIME_DIR");
     struct stat st;
-    char buf[64];
+    char buf[96];
 
     if (x && x[0] == '/' && stat(x, &st) == 0 && S_ISDIR(st.st_mode))
-        return join(x, "kdtree-jit-locks");
+        return join(x, xdg);
     if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(buf, sizeof buf, "/dev/shm/kdtree-jit-%lu",
+        snprintf(buf, sizeof buf, "/dev/shm/%s%lu", shm,
                  (unsigned long)geteuid());
     else
-        snprintf(buf, sizeof buf, "/tmp/kdtree-jit-locks-%lu",
+        snprintf(buf, sizeof buf, "/tmp/%s%lu", tmp,
                  (unsigned long)geteuid());
     return strdup(buf);
+}
+
+char *
+kdt_cache_lock_dir(void)
+{
+    return node_local_dir("kdtree-jit-locks", "kdtree-jit-",
+                          "kdtree-jit-locks-");
+}
+
+char *
+kdt_cache_spill_dir(void)
+{
+    return node_local_dir("kdtree-jit-spill", "kdtree-jit-spill-",
+                          "kdtree-jit-spill-");
 }

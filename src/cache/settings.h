@@ -14,6 +14,8 @@
  *   KDTREE_CACHE_PREBUILT_DIR  the prebuilt layer, searched after them
  *                            ("" for none; unset: the installed one)
  *   KDTREE_CACHE_MAX_BYTES   the user directory's byte cap
+ *   KDTREE_CACHE_SPILL_MAX_BYTES  the spill store's byte cap (0: no
+ *                            spill store)
  *   KDTREE_CACHE_LOCK_TIMEOUT  seconds to wait for another compile
  *
  * A relative directory (KDTREE_CACHE_DIR, a component of
@@ -77,6 +79,15 @@ int kdt_cache_parse_size(const char *s, uint64_t *out);
 /* KDTREE_CACHE_MAX_BYTES (0: no cap), default KDT_CACHE_DEFAULT_MAX_BYTES. */
 uint64_t kdt_cache_max_bytes(void);
 
+/* The spill store: a node-local cache directory (tmpfs, beside the lock
+ * directory) that stands in for a user's directory the process cannot
+ * write, so that the processes of a node still share one compile of each
+ * key (cache/cache.h).  KDTREE_CACHE_SPILL_MAX_BYTES caps it, parsed as
+ * KDTREE_CACHE_MAX_BYTES is; 0 means no spill store at all (it holds
+ * memory: tmpfs pages are RAM). */
+#define KDT_CACHE_SPILL_DEFAULT_MAX_BYTES ((uint64_t)256 << 20)
+uint64_t kdt_cache_spill_max_bytes(void);
+
 /* KDTREE_CACHE_LOCK_TIMEOUT: how long the miss path waits for another
  * process's compile of a key before it takes the compile over.  Decimal
  * seconds ("12", "0.5"; 0: never wait), at most the bound below; anything
@@ -91,5 +102,10 @@ double kdt_cache_lock_timeout(void);
  * $XDG_RUNTIME_DIR/kdtree-jit-locks, else /dev/shm/kdtree-jit-<uid>, else
  * /tmp/kdtree-jit-locks-<uid>. */
 char *kdt_cache_lock_dir(void);
+
+/* The spill store's base directory, beside it, malloc'ed:
+ * $XDG_RUNTIME_DIR/kdtree-jit-spill, else /dev/shm/kdtree-jit-spill-<uid>,
+ * else /tmp/kdtree-jit-spill-<uid>.  Never the cache directory. */
+char *kdt_cache_spill_dir(void);
 
 #endif /* KDT_CACHE_SETTINGS_H */
