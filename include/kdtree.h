@@ -32,6 +32,9 @@
  *    primary context; the calling thread's current context is left as it
  *    was.  Nothing on the launch path synchronises, so a round can be
  *    captured in a CUDA graph once its shapes were prepared.
+ *  - The process's signal handling is the program's: the library installs
+ *    no handler, and keeps NVRTC from replacing the program's while it
+ *    loads and compiles (docs/architecture.md, Signals).
  *
  * The region between the KDTREE_CDEF markers is read by the Python binding
  * as its cffi cdef: it holds no macros, attributes, varargs, bitfields or

@@ -272,11 +272,11 @@ writable_user_dir(void)
 
 /* SIGINT, SIGTERM and SIGHUP end the tool at once with a line that says so
  * and exit status 128 + N (130 for SIGINT), as a shell reports a command a
- * signal ended.  NVRTC installs a SIGINT handler of its own for the length
- * of a compile, which exited 4 without a word, and resets the signal to
- * "ignored" on the way, which drops one that is pending: so the signals
- * are blocked in every thread (threads inherit the mask) and one thread
- * takes them with sigwait(), at once, whatever handler is installed. */
+ * signal ended.  The signals are blocked in every thread (threads
+ * inherit the mask) and one thread takes them with sigwait(), at once,
+ * whatever the thread that gets them is doing; the library keeps NVRTC
+ * from installing a handler of its own or discarding a pending signal
+ * (src/cuda/nvrtc_signals.h). */
 static sigset_t stop_signals;
 
 static void *

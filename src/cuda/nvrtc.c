@@ -25,6 +25,7 @@
 #include "cuda/driver.h"
 #include "cuda/nvrtc.h"
 #include "cuda/nvrtc_find.h"
+#include "cuda/nvrtc_signals.h"
 #include "base/stats.h"
 
 struct kdt_nvrtc {
@@ -279,7 +280,15 @@ open_library(void)
 static void
 load(void)
 {
+    /* NVRTC's constructors run in the dlopen: the program's signal
+     * handling is put back as it was should they touch it
+     * (cuda/nvrtc_signals.h). */
+    kdt_nvrtc_signals_hold();
     void *h = open_library();
+    if (h)
+        kdt_log(KDT_LOG_DEBUG, "NVRTC's calls to signal(): %d import slots "
+                "answered by libkdtree", kdt_nvrtc_signals_shield(h));
+    kdt_nvrtc_signals_release();
     if (!h) {
         load_status = KDTREE_ERROR_NO_COMPILER;
         return;
@@ -416,7 +425,11 @@ kdt_nvrtc_compile(const kdt_nvrtc *n, const char *src, const char *name,
                         "nvrtcCreateProgram(%s): %s", name,
                         n->get_error_string(r));
     double t0 = kdt_now_ms();
+    /* NVRTC 12.x and 13.0 swap signal handlers during a compile, and put
+     * them back without their flags (cuda/nvrtc_signals.h). */
+    kdt_nvrtc_signals_hold();
     r = n->compile_program(prog, n_opts, opts);
+    kdt_nvrtc_signals_release();
     double ms = kdt_now_ms() - t0;
     kdt_time_add(KDT_TIME_COMPILE, ms);
     kdt_stat_add(KDT_STAT_COMPILES, 1);
