@@ -198,6 +198,26 @@ START_TEST(test_spill_trust)
 }
 END_TEST
 
+/* A process that never needs the spill store is never told about it,
+ * even when it could not be used. */
+START_TEST(test_unneeded_spill_unsaid)
+{
+    char target[400], *log;
+    kdt_key key;
+
+    snprintf(target, sizeof target, "%s/elsewhere", ct_base);
+    ct_mkdirs(target);
+    ck_assert_int_eq(symlink(target, ct_spill), 0);
+    ct_log_at("info");
+    ct_capture_begin();
+    store_one("k", 300, &key);
+    log = ct_capture_end();
+    ck_assert_int_eq(ct_entry_state(&key, NULL), 1);
+    ck_assert_msg(!strstr(log, "spill store"), "log:\n%s", log);
+    free(log);
+}
+END_TEST
+
 /* The spill store is capped (KDTREE_CACHE_SPILL_MAX_BYTES) and evicted
  * like the user's directory: oldest first, never what was just
  * published. */
@@ -228,6 +248,7 @@ suite(void)
     tcase_add_test(tc, test_claim_finds_spilled_entry);
     tcase_add_loop_test(tc, test_no_spill_when_not_wanted, 0, 2);
     tcase_add_loop_test(tc, test_spill_trust, 0, 2);
+    tcase_add_test(tc, test_unneeded_spill_unsaid);
     tcase_add_test(tc, test_spill_capped);
     return ct_suite("cache_spill", tc);
 }

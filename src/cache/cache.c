@@ -138,11 +138,13 @@ lookup_in(const char *base, enum where where, int touch, const kdt_key *key,
  * what each of its node's processes compiles too. */
 
 /* The spill store's base, with its identity in *id (both malloc'ed), when
- * this process may use it: KDTREE_CACHE_SPILL_MAX_BYTES is not 0, and the
- * store is not refused by the trust rules, nor shown or found unwritable
- * (said once).  Else NULL. */
+ * this process may use it: KDTREE_CACHE_SPILL_MAX_BYTES is not 0 and no
+ * publish there has failed.  With `check`, also when the store is not
+ * refused by the trust rules, nor shown unwritable (said once, and
+ * marked).  Else NULL.  A job's fallback is named without the checks: a
+ * process that never needs the store is never told about it. */
 static char *
-spill_store(char **id, uint64_t *cap)
+spill_store(char **id, uint64_t *cap, int check)
 {
     char why[KDT_WHY_SIZE], *base;
     int fd, r;
@@ -153,8 +155,8 @@ spill_store(char **id, uint64_t *cap)
         return NULL;
     *id = kdt_cache_dir_id(base);
     if (*id && !kdt_cache_is_unwritable(*id)) {
-        /* Refused (a link, another user's), or shown unwritable: not
-         * tried at all. */
+        if (!check)
+            return base;
         r = kdt_cache_dir_open(base, KDT_DIR_NO_LINK, &fd, why, sizeof why);
         if (r == 0)
             close(fd);
@@ -193,7 +195,7 @@ user_found_unwritable(const char *user, const char *id, const char *why)
 
     if (!kdt_cache_mark_unwritable(id))
         return;
-    spill = spill_store(&spill_id, &cap);
+    spill = spill_store(&spill_id, &cap, 1);
     if (spill)
         kdt_cache_notice(KDT_NOTICE_USER_DIR, "cache: cannot write to %s: "
                          "%s; compiled kernels go to the node's spill store "
@@ -257,7 +259,7 @@ disk_lookup(const kdt_key *key, const char *preimage, size_t preimage_len,
     if (r == 0 && mode == KDT_CACHE_READWRITE
         && (id = kdt_cache_dir_id(user)) != NULL) {
         if (user_unwritable(user, id))
-            spill = spill_store(&spill_id, &cap);
+            spill = spill_store(&spill_id, &cap, 1);
         free(id);
     }
     if (spill) {
@@ -338,7 +340,9 @@ publish_dirs(char *user, kdt_publish_dir *dirs, int *n)
         free(user);
         free(id);
     }
-    spill = spill_store(&spill_id, &cap);
+    /* The fallback, unchecked (the job's publish checks it, if it comes
+     * to that); the only directory, checked. */
+    spill = spill_store(&spill_id, &cap, d == dirs);
     if (spill)
         *d++ = (kdt_publish_dir){spill, spill_id, cap, 1};
     *n = (int)(d - dirs);
@@ -466,7 +470,7 @@ kdt_cache_lock_acquire(const kdt_key *key, const char *what)
         goto done;
     /* The spill store stands in: its lock is the node's claim on the key
      * there, and its last holder's entry is found there. */
-    spill = id ? spill_store(&spill_id, &cap) : NULL;
+    spill = id ? spill_store(&spill_id, &cap, 1) : NULL;
     if (spill)
         (void)kdt_lock_node(lock, spill_id, key, what, timeout);
     free(spill);
