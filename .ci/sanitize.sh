@@ -10,9 +10,11 @@
 #   SANITIZE_TESTS="tests/test_cache" .ci/sanitize.sh
 #
 # Host suites are every TEST of the Makefile except the GPU suites
-# (tests/gpu_*) and the Python ones (*.py, test_python.sh: an unsanitised
-# interpreter cannot load a sanitised library; test_pip_install.sh builds
-# a library of its own).  Exit status: 0 when everything passed.
+# (tests/gpu_*, test_require_gpu.sh), the Python ones (*.py,
+# test_python.sh: an unsanitised interpreter cannot load a sanitised
+# library; test_pip_install.sh builds a library of its own) and the
+# packaging ones (test_release.sh, test_install.sh: programs and wheels
+# of their own, linked without the sanitizer's runtime).  Exit status: 0 when everything passed.
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +47,11 @@ if [ -z "${SANITIZE_TESTS:-}" ]; then
     for t in $all; do
         case $t in
             tests/gpu_*|*.py|*python*|*pip_install*) ;;
+            # Packaging and install tests: they link programs and build
+            # wheels of their own, without the sanitizer's runtime first
+            # (ASan aborts them), and test no memory handling of ours;
+            # test_require_gpu runs a GPU suite, which is not built here.
+            *release*|*test_install*|*require_gpu*) ;;
             *) SANITIZE_TESTS="$SANITIZE_TESTS $t" ;;
         esac
     done

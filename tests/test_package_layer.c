@@ -25,7 +25,7 @@
 #include "jit/registry.h"
 #include "kdtree.h"
 
-#define PACKAGE_NAME "kdtree-jit-cubin 9.9.9"
+#define LAYER_NAME "kdtree-jit-cubin 9.9.9"
 /* The NVRTC the layer's entries were built by, on the machine that built
  * it. */
 #define BUILD_NVRTC "13.0 build 0123456789abcdef"
@@ -34,27 +34,27 @@ START_TEST(test_arguments)
 {
     char dir[64];
 
-    ck_assert_int_eq(kdtree_add_cache_layer(NULL, PACKAGE_NAME),
+    ck_assert_int_eq(kdtree_add_cache_layer(NULL, LAYER_NAME),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "dir is NULL"));
     ck_assert_int_eq(kdtree_add_cache_layer("/layer", NULL),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "name is NULL"));
-    ck_assert_int_eq(kdtree_add_cache_layer("layer", PACKAGE_NAME),
+    ck_assert_int_eq(kdtree_add_cache_layer("layer", LAYER_NAME),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(),
                                  "\"layer\" is not an absolute path"));
-    ck_assert_int_eq(kdtree_add_cache_layer("", PACKAGE_NAME),
+    ck_assert_int_eq(kdtree_add_cache_layer("", LAYER_NAME),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     for (int i = 0; i < KDT_CACHE_MAX_PACKAGE_LAYERS; i++) {
         snprintf(dir, sizeof dir, "/layer%d", i);
-        ck_assert_int_eq(kdtree_add_cache_layer(dir, PACKAGE_NAME),
+        ck_assert_int_eq(kdtree_add_cache_layer(dir, LAYER_NAME),
                          KDTREE_OK);
     }
     /* Again: a second binding in one process adds the same directory. */
-    ck_assert_int_eq(kdtree_add_cache_layer("/layer0", PACKAGE_NAME),
+    ck_assert_int_eq(kdtree_add_cache_layer("/layer0", LAYER_NAME),
                      KDTREE_OK);
-    ck_assert_int_eq(kdtree_add_cache_layer("/one-too-many", PACKAGE_NAME),
+    ck_assert_int_eq(kdtree_add_cache_layer("/one-too-many", LAYER_NAME),
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "/one-too-many"));
 }
@@ -68,7 +68,7 @@ START_TEST(test_search_order)
 
     setenv("KDTREE_CACHE_PATH", "/path-a::/path-b", 1);
     setenv("KDTREE_CACHE_PREBUILT_DIR", "/prebuilt", 1);
-    ck_assert_int_eq(kdtree_add_cache_layer("/package", PACKAGE_NAME),
+    ck_assert_int_eq(kdtree_add_cache_layer("/package", LAYER_NAME),
                      KDTREE_OK);
     dirs = kdt_cache_layer_dirs(&n);
     ck_assert_uint_eq(n, 4);
@@ -138,10 +138,10 @@ START_TEST(test_serves_without_nvrtc)
     ck_assert_int_eq(kdtree_compile(&cached, "sm_120", "tree_accept",
                                     "N_MAX=65,L=15"),
                      KDTREE_ERROR_NO_COMPILER);
-    ck_assert_ptr_null(strstr(kdtree_last_error(), PACKAGE_NAME));
+    ck_assert_ptr_null(strstr(kdtree_last_error(), LAYER_NAME));
 
     kdtree_cache_stats_reset();
-    ck_assert_int_eq(kdtree_add_cache_layer(layer, PACKAGE_NAME), KDTREE_OK);
+    ck_assert_int_eq(kdtree_add_cache_layer(layer, LAYER_NAME), KDTREE_OK);
     ck_assert_int_eq(kdtree_compile(&cached, "sm_120", "tree_accept",
                                     "N_MAX=65,L=15"),
                      KDTREE_OK);
@@ -159,13 +159,13 @@ START_TEST(test_missing_shape_names_package)
     const char *e;
 
     setenv("KDTREE_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so", 1);
-    ck_assert_int_eq(kdtree_add_cache_layer(layer, PACKAGE_NAME), KDTREE_OK);
+    ck_assert_int_eq(kdtree_add_cache_layer(layer, LAYER_NAME), KDTREE_OK);
     ck_assert_int_eq(kdtree_compile(NULL, "sm_120", "tree_accept",
                                     "N_MAX=129,L=15"),
                      KDTREE_ERROR_NO_COMPILER);
     e = kdtree_last_error();
     ck_assert_msg(strstr(e, "tree_accept (N_MAX=129,L=15) for sm_120") &&
-                      strstr(e, PACKAGE_NAME) && strstr(e, layer),
+                      strstr(e, LAYER_NAME) && strstr(e, layer),
                   "the message names neither the shape nor the package: %s",
                   e);
 }
