@@ -100,10 +100,11 @@ kdtree_compile(int32_t *out_cached, const char *arch, const char *kernel,
     int id = find_kernel(fn, kernel);
     if (id < 0)
         return id;
-    if ((st = kdt_target_check(fn, id, arch)))
+    if ((st = kdt_target_check(fn, id, NULL, arch)))
         return st;
     int64_t vals[KDT_MAX_CONSTS] = {0};
-    if ((st = kdt_shape_parse(id, shape, vals)))
+    if ((st = kdt_shape_parse(id, shape, vals)) ||
+        (st = kdt_target_check(fn, id, vals, arch)))
         return st;
     const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
     if (nv && !kdt_nvrtc_supports(nv, n))

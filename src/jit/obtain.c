@@ -326,7 +326,7 @@ kdt_kernel_obtain(int id, const int64_t *vals, const char *target, int kind,
     *from = KDT_FROM_NONE;
     /* Before any cache or compiler: a target the kernel cannot support
      * fails the same way everywhere, and fast. */
-    if ((st = kdt_target_check(NULL, id, target)))
+    if ((st = kdt_target_check(NULL, id, vals, target)))
         return st;
     const kdt_nvrtc *nv = kdt_nvrtc_get(&st);
     if (!nv)

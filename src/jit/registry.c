@@ -185,7 +185,9 @@ kdt_shape_parse(int id, const char *shape, int64_t *vals)
                         d->name, shape, c->name, ranges);
     }
     for (int i = 0; i < d->n_consts; i++)
-        if (!seen[i])
+        if (!seen[i] && d->consts[i].optional)
+            vals[i] = d->consts[i].def;
+        else if (!seen[i])
             return kdt_fail(KDTREE_ERROR_SHAPE_STRING,
                             "%s: shape \"%s\" lacks %s (%s)", d->name, shape,
                             d->consts[i].name, ranges);

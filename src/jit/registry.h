@@ -32,6 +32,11 @@ typedef struct kdt_const_def {
     /* Symbolic values accepted in shape strings, value i <-> names[i]
      * ("f32", "bf16" for DTYPE), NULL-terminated; or NULL. */
     const char *const *names;
+    /* 1: a shape string may leave the constant out, and it is `def`
+     * then (verify_attn's KV and MATH, whose default is the bf16 kernel
+     * that every shape string before them named). */
+    int optional;
+    int64_t def;
 } kdt_const_def;
 
 typedef struct kdt_kernel_def {
@@ -50,6 +55,10 @@ typedef struct kdt_kernel_def {
      * minimum of its own (NVRTC's oldest target is the limit).  Checked
      * before any compile (jit/target.h). */
     int min_arch;
+    /* The oldest architecture for the constants `vals` when some of them
+     * need a newer one than min_arch (verify_attn's e4m3 cache: sm_89);
+     * NULL when min_arch is all there is. */
+    int (*min_arch_of)(const int64_t *vals);
 } kdt_kernel_def;
 
 /* The definitions, in kdt_kernel_id order (each from its kernel_*.c). */
@@ -67,8 +76,10 @@ int kdt_kernel_find(const char *name);
  * (KDTREE_ERROR_SHAPE). */
 int kdt_kernel_check(int id, const int64_t *vals);
 
-/* Parses "N_MAX=65,L=15" (any order, each constant exactly once, symbolic
- * names allowed) into vals in declaration order, and checks them. */
+/* Parses "N_MAX=65,L=15" (any order, each constant at most once and every
+ * one that is not optional exactly once, symbolic names allowed) into vals
+ * in declaration order, an optional constant left out at its default, and
+ * checks them. */
 int kdt_shape_parse(int id, const char *shape, int64_t *vals);
 /* The canonical text of a shape: constants in declaration order. */
 void kdt_shape_format(int id, const int64_t *vals, char *out, size_t size);

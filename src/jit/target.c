@@ -10,10 +10,12 @@
 #include "jit/target.h"
 
 int
-kdt_target_check(const char *fn, int id, const char *target)
+kdt_target_check(const char *fn, int id, const int64_t *vals,
+                 const char *target)
 {
     const kdt_kernel_def *d = kdt_kernel_def_get(id);
     int kind, n = target ? kdt_target_parse(target, &kind, NULL) : -1;
+    char shape[256];
 
     if (n < 0)
         return kdt_fail(KDTREE_ERROR_ARCH,
@@ -26,5 +28,14 @@ kdt_target_check(const char *fn, int id, const char *target)
                         "newer",
                         fn ? fn : "", fn ? ": " : "", d->name, target,
                         d->min_arch);
+    int need = d && vals && d->min_arch_of ? d->min_arch_of(vals) : 0;
+    if (n < need) {
+        kdt_shape_format(id, vals, shape, sizeof shape);
+        return kdt_fail(KDTREE_ERROR_ARCH,
+                        "%s%s%s with %s cannot be compiled for %s: it needs "
+                        "sm_%d or newer",
+                        fn ? fn : "", fn ? ": " : "", d->name, shape, target,
+                        need);
+    }
     return KDTREE_OK;
 }
