@@ -53,7 +53,7 @@
 /* Bumped whenever a declaration below changes incompatibly (a struct's
  * layout, an argument list); kdtree_abi_version() gives the value the
  * loaded library was built with, so a binding can refuse a mismatch. */
-#define KDTREE_ABI_VERSION 2
+#define KDTREE_ABI_VERSION 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -319,14 +319,38 @@ typedef struct kdtree_tree {
     int32_t n_max;         /* N_MAX: rows a request, 1..kdtree_max_qlen() */
 } kdtree_tree;
 
+/* What kdtree_kv_cache.data holds (docs/contract.md §3).  0 is bf16, so a
+ * struct that names no type is the bf16 cache. */
+typedef enum kdtree_kv_dtype {
+    KDTREE_KV_BF16 = 0, /* bf16 [pages][page_size][576] */
+    KDTREE_KV_E4M3 = 1  /* FP8 e4m3 bytes [pages][page_size][576]; a token's
+                         * value is kv->scale x its e4m3 number (sm_89+) */
+} kdtree_kv_dtype;
+
+/* The tensor-core arithmetic of verify_attn (kdtree_attn.math;
+ * docs/contract.md §3 gives each one's error bound). */
+typedef enum kdtree_attn_math {
+    /* bf16 operands, f32 accumulation; an e4m3 cache is widened to bf16
+     * on chip, exactly */
+    KDTREE_ATTN_MATH_BF16 = 0,
+    /* e4m3 operands, f32 accumulation: each query row quantized to e4m3
+     * with a scale of its own, the softmax weights quantized for P V; an
+     * e4m3 cache only */
+    KDTREE_ATTN_MATH_E4M3 = 1
+} kdtree_attn_math;
+
 /* The paged KV cache of absorbed MLA: one latent head of 576 dims (512
  * c_kv, then 64 k_pe) a token. */
 typedef struct kdtree_kv_cache {
-    uint64_t data;        /* bf16 [pages][page_size][576] */
+    uint64_t data;        /* [pages][page_size][576] of dtype */
     uint64_t block_table; /* i32 [R][max_pages]: request r's pages in
                            * logical order */
     int32_t page_size;    /* PAGE: tokens a page, 1..256 */
     int32_t max_pages;    /* entries a block_table row */
+    int32_t dtype;        /* kdtree_kv_dtype: KV */
+    float scale;          /* e4m3: the dequantization scale, finite and
+                           * > 0 (SGLang's unscaled cache: 1; vLLM: its
+                           * k_scale); bf16: 0 or 1 */
 } kdtree_kv_cache;
 
 /* verify_attn's queries, outputs and scratch. */
@@ -339,6 +363,8 @@ typedef struct kdtree_attn {
     uint64_t workspace_bytes; /* at least kdtree_verify_attn_workspace_size */
     int32_t n_heads;          /* H: query heads sharing the KV head, 1..128 */
     float scale;              /* the logits' scale, finite */
+    int32_t math;             /* kdtree_attn_math: MATH */
+    int32_t pad0;             /* 0 */
 } kdtree_attn;
 
 /* What tree_accept writes: each request's accepted path. */
@@ -386,7 +412,8 @@ int32_t kdtree_verify_attn_workspace_size(uint64_t *out_bytes,
  * and itself (tree->anc_mask), whose KV is already in the cache at
  * positions past_len[r] + j.  Reads attn->q, tree (n_nodes, anc_mask),
  * req->past_len and kv; writes attn->o and attn->lse.  Constants:
- * H = attn->n_heads, PAGE = kv->page_size, N_MAX = tree->n_max. */
+ * H = attn->n_heads, PAGE = kv->page_size, N_MAX = tree->n_max,
+ * KV = kv->dtype, MATH = attn->math. */
 int32_t kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
                            const kdtree_tree *tree, const kdtree_requests *req,
                            const kdtree_kv_cache *kv, void *stream);

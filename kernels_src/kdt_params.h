@@ -74,6 +74,8 @@ typedef struct kdt_verify_attn_params {
     int32_t max_pages;
     int32_t num_splits;          /* >= 1; 1 = no merge kernel */
     float scale;
+    float kv_scale;              /* an e4m3 cache's scale; 1 for bf16 */
+    int32_t pad0;
 } kdt_verify_attn_params;
 
 /* §4 tree_accept. */

@@ -188,6 +188,39 @@ START_TEST(shape_errors)
     ck_assert_int_eq(
         kdt_shape_parse(KDT_KERNEL_DRAFT_TOPK, "V=10,K=11,DTYPE=f32", v),
         KDTREE_ERROR_SHAPE);
+    /* Optional constants: verify_attn's KV and MATH are bf16 when left
+     * out, and the canonical text names them. */
+    id = KDT_KERNEL_VERIFY_ATTN;
+    char text[128];
+    ck_assert_int_eq(kdt_shape_parse(id, "H=8,PAGE=64,N_MAX=65", v),
+                     KDTREE_OK);
+    ck_assert_int_eq(v[3], KDTREE_KV_BF16);
+    ck_assert_int_eq(v[4], KDTREE_ATTN_MATH_BF16);
+    kdt_shape_format(id, v, text, sizeof text);
+    ck_assert_str_eq(text, "H=8,PAGE=64,N_MAX=65,KV=bf16,MATH=bf16");
+    ck_assert_int_eq(
+        kdt_shape_parse(id, "MATH=e4m3,H=8,KV=e4m3,PAGE=1,N_MAX=257", v),
+        KDTREE_OK);
+    ck_assert_int_eq(v[3], KDTREE_KV_E4M3);
+    ck_assert_int_eq(v[4], KDTREE_ATTN_MATH_E4M3);
+    ck_assert_int_eq(kdt_shape_parse(id, "H=8,PAGE=64,N_MAX=65,KV=e4m3", v),
+                     KDTREE_OK);
+    ck_assert_int_eq(v[4], KDTREE_ATTN_MATH_BF16);
+    ck_assert_int_eq(kdt_shape_parse(id, "H=8,PAGE=64,N_MAX=65,KV=fp8", v),
+                     KDTREE_ERROR_SHAPE_STRING);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "KV=bf16|e4m3"));
+    ck_assert_int_eq(
+        kdt_shape_parse(id, "H=8,PAGE=64,N_MAX=65,KV=bf16,KV=e4m3", v),
+        KDTREE_ERROR_SHAPE_STRING);
+    /* e4m3 arithmetic reads an e4m3 cache only. */
+    ck_assert_int_eq(kdt_shape_parse(id, "H=8,PAGE=64,N_MAX=65,MATH=e4m3",
+                                     v),
+                     KDTREE_ERROR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "MATH=e4m3 needs KV=e4m3"));
+    /* A required constant is still required. */
+    ck_assert_int_eq(kdt_shape_parse(id, "H=8,N_MAX=65,KV=e4m3", v),
+                     KDTREE_ERROR_SHAPE_STRING);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "lacks PAGE"));
 }
 END_TEST
 
@@ -216,6 +249,17 @@ START_TEST(compile_errors)
                      KDTREE_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "tree_accept", "L=15"),
                      KDTREE_ERROR_SHAPE_STRING);
+    /* An e4m3 cache needs sm_89 (FP8 conversions), whatever the
+     * arithmetic; the bf16 kernel of the same shape does not. */
+    ck_assert_int_eq(kdtree_compile(NULL, "sm_86", "verify_attn",
+                                    "H=8,PAGE=64,N_MAX=65,KV=e4m3"),
+                     KDTREE_ERROR_ARCH);
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "KV=e4m3"));
+    ck_assert_ptr_nonnull(strstr(kdtree_last_error(), "sm_89"));
+    ck_assert_int_eq(kdtree_compile(NULL, "compute_80", "verify_attn",
+                                    "H=8,PAGE=64,N_MAX=65,KV=e4m3,"
+                                    "MATH=e4m3"),
+                     KDTREE_ERROR_ARCH);
 }
 END_TEST
 
@@ -700,6 +744,36 @@ START_TEST(validate_verify_attn)
     at.scale = 0.0f / 0.0f;
     expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "attn->scale",
            "NaN scale");
+    at = good_attn();
+    /* The cache's type and scale, and the arithmetic. */
+    kv.dtype = 2;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "kv->dtype = 2",
+           "unknown KV type");
+    kv.dtype = -1;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "KDTREE_KV_E4M3",
+           "negative KV type");
+    kv = good_kv();
+    kv.scale = 0.5f;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "kv->scale = 0.5",
+           "a scale on a bf16 cache");
+    kv.dtype = KDTREE_KV_E4M3;
+    static const float bad_scales[] = {0.f, -1.f, 1.f / 0.f, 0.f / 0.f};
+    for (size_t i = 0; i < sizeof bad_scales / sizeof bad_scales[0]; i++) {
+        kv.scale = bad_scales[i];
+        expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "kv->scale",
+               "e4m3 scale not finite and > 0");
+    }
+    kv = good_kv();
+    at.math = 2;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "attn->math = 2",
+           "unknown arithmetic");
+    at.math = KDTREE_ATTN_MATH_E4M3;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "needs an e4m3 cache",
+           "e4m3 arithmetic on a bf16 cache");
+    at = good_attn();
+    at.pad0 = 1;
+    expect(CALL(RT), KDTREE_ERROR_INVALID_ARGUMENT, "attn->pad0",
+           "reserved field");
     at = good_attn();
     uint64_t ws = 0;
     expect(kdtree_verify_attn_workspace_size(NULL, RT, &at, &tree, &kv),

@@ -30,7 +30,7 @@ import threading
 
 #: The KDTREE_ABI_VERSION this binding was written against.  The loaded
 #: library must report the same from kdtree_abi_version().
-EXPECTED_ABI = 2
+EXPECTED_ABI = 3
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC_ROOT = os.path.dirname(os.path.dirname(_HERE))  # python/kdtree_jit -> repo

@@ -41,26 +41,58 @@ static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "kdt_mma.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",
                                            "kdt_verify_attn_merge", NULL};
+/* KV: kdtree_kv_dtype; MATH: kdtree_attn_math (value i <-> name i) */
+static const char *const va_type_names[] = {"bf16", "e4m3", NULL};
+
+/* The constants in declaration order. */
+enum { VA_H, VA_PAGE, VA_N_MAX, VA_KV, VA_MATH, VA_NCONST };
+
+/* e4m3 arithmetic reads an e4m3 cache: the query side is quantized in
+ * the kernel, and quantizing a bf16 cache there too would read it in
+ * full precision to throw the precision away. */
+static int
+va_check_consts(const int64_t *vals)
+{
+    if (vals[VA_MATH] == KDTREE_ATTN_MATH_E4M3 &&
+        vals[VA_KV] != KDTREE_KV_E4M3)
+        return kdt_fail(KDTREE_ERROR_SHAPE,
+                        "verify_attn: MATH=e4m3 needs KV=e4m3 (an FP8 "
+                        "cache); a bf16 cache takes MATH=bf16");
+    return KDTREE_OK;
+}
+
+/* FP8 conversions (cvt ... e4m3x2) and e4m3 mma.sync are sm_89's. */
+static int
+va_min_arch(const int64_t *vals)
+{
+    return vals[VA_KV] == KDTREE_KV_E4M3 ? 89 : 0;
+}
 
 const kdt_kernel_def kdt_def_verify_attn = {
     .name = "verify_attn",
     .source = "verify_attn.cu",
     .headers = va_headers,
     .functions = va_functions,
-    .n_consts = 3,
+    .n_consts = VA_NCONST,
     .consts =
         {
             /* Query heads sharing the latent KV head (Kimi-K2: 64, or 8
              * per GPU at tensor-parallel 8). */
-            {"H", 1, 128, NULL},
+            [VA_H] = {"H", 1, 128, NULL},
             /* Tokens per KV-cache page. */
-            {"PAGE", 1, 256, NULL},
+            [VA_PAGE] = {"PAGE", 1, 256, NULL},
             /* Tree rows per request, root included (kdtree_max_qlen()). */
-            {"N_MAX", 1, KDT_LIMIT_N_MAX, NULL},
+            [VA_N_MAX] = {"N_MAX", 1, KDT_LIMIT_N_MAX, NULL},
+            /* The cache's element type (kv->dtype). */
+            [VA_KV] = {"KV", 0, 1, va_type_names, 1, KDTREE_KV_BF16},
+            /* The tensor cores' operand type (attn->math). */
+            [VA_MATH] = {"MATH", 0, 1, va_type_names, 1,
+                         KDTREE_ATTN_MATH_BF16},
         },
-    .check = NULL,
+    .check = va_check_consts,
     .default_shape = "H=8,PAGE=64,N_MAX=65",
     .min_arch = 80, /* bf16 mma, cp.async */
+    .min_arch_of = va_min_arch,
 };
 
 /*
@@ -157,8 +189,50 @@ va_workspace(int splits, int32_t R, int32_t H, int32_t n_max)
            (KDT_ATTN_D_V + 1) * 4u;
 }
 
-/* The checks both entry points share: the sizes of attn, tree and kv (R,
- * the shape, the page count). */
+/* The cache's type and scale and the arithmetic (kv->dtype, kv->scale,
+ * attn->math), named as the user wrote them, before the constant check
+ * would word them as numbers. */
+static int
+va_check_types(const char *fn, const kdtree_attn *attn,
+               const kdtree_kv_cache *kv)
+{
+    if (kv->dtype != KDTREE_KV_BF16 && kv->dtype != KDTREE_KV_E4M3)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: kv->dtype = %d is not a KV cache type: "
+                        "KDTREE_KV_BF16 (0) or KDTREE_KV_E4M3 (1)",
+                        fn, (int)kv->dtype);
+    if (attn->math != KDTREE_ATTN_MATH_BF16 &&
+        attn->math != KDTREE_ATTN_MATH_E4M3)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: attn->math = %d is not an arithmetic: "
+                        "KDTREE_ATTN_MATH_BF16 (0) or KDTREE_ATTN_MATH_E4M3 "
+                        "(1)", fn, (int)attn->math);
+    if (attn->pad0 != 0)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: attn->pad0 = %d must be 0 (reserved)", fn,
+                        (int)attn->pad0);
+    if (attn->math == KDTREE_ATTN_MATH_E4M3 && kv->dtype != KDTREE_KV_E4M3)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: attn->math = KDTREE_ATTN_MATH_E4M3 needs an "
+                        "e4m3 cache (kv->dtype = KDTREE_KV_E4M3); a bf16 "
+                        "cache takes KDTREE_ATTN_MATH_BF16", fn);
+    if (kv->dtype == KDTREE_KV_E4M3 &&
+        !(isfinite(kv->scale) && kv->scale > 0.f))
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: kv->scale = %g must be finite and > 0 for an "
+                        "e4m3 cache (a token's value is scale x its e4m3 "
+                        "number; an unscaled cache has scale 1)",
+                        fn, (double)kv->scale);
+    if (kv->dtype == KDTREE_KV_BF16 && kv->scale != 0.f && kv->scale != 1.f)
+        return kdt_fail(KDTREE_ERROR_INVALID_ARGUMENT,
+                        "%s: kv->scale = %g is not 0 or 1: a bf16 cache has "
+                        "no scale (it applies to an e4m3 cache, kv->dtype = "
+                        "KDTREE_KV_E4M3)", fn, (double)kv->scale);
+    return KDTREE_OK;
+}
+
+/* The checks both entry points share: the sizes and types of attn, tree
+ * and kv (R, the shape, the page count). */
 static int
 va_check_shape(const char *fn, int64_t *vals, const kdtree_attn *attn,
                const kdtree_tree *tree, const kdtree_kv_cache *kv)
@@ -169,11 +243,14 @@ va_check_shape(const char *fn, int64_t *vals, const kdtree_attn *attn,
         (st = kdt_check_host(fn, "kv", kv)) ||
         /* gridDim.z holds the request: at most 65535 */
         (st = kdt_check_arg(fn, "tree->n_requests", tree->n_requests, 1,
-                            65535)))
+                            65535)) ||
+        (st = va_check_types(fn, attn, kv)))
         return st;
-    vals[0] = attn->n_heads;
-    vals[1] = kv->page_size;
-    vals[2] = tree->n_max;
+    vals[VA_H] = attn->n_heads;
+    vals[VA_PAGE] = kv->page_size;
+    vals[VA_N_MAX] = tree->n_max;
+    vals[VA_KV] = kv->dtype;
+    vals[VA_MATH] = attn->math;
     if ((st = kdt_kernel_check(KDT_KERNEL_VERIFY_ATTN, vals)))
         return st;
     /* positions are int32 in the kernel */
@@ -190,7 +267,7 @@ kdtree_verify_attn_workspace_size(uint64_t *out_bytes, kdtree_runtime *rt,
                                   const kdtree_kv_cache *kv)
 {
     static const char fn[] = "kdtree_verify_attn_workspace_size";
-    int64_t vals[3];
+    int64_t vals[VA_NCONST];
     int st;
     kdt_clear_error();
     if ((st = kdt_check_host(fn, "out_bytes", out_bytes)) ||
@@ -212,7 +289,7 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
                    const kdtree_kv_cache *kv, void *stream)
 {
     static const char fn[] = "kdtree_verify_attn";
-    int64_t vals[3];
+    int64_t vals[VA_NCONST];
     int st;
     kdt_clear_error();
     /* q, kv->data and o move in 16-byte pieces (cp.async, uint4 stores) */
@@ -269,6 +346,9 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
         .max_pages = kv->max_pages,
         .num_splits = splits,
         .scale = attn->scale,
+        /* the cache's scale, applied to the logits and the output rather
+         * than to each element (a bf16 cache: 1) */
+        .kv_scale = kv->dtype == KDTREE_KV_E4M3 ? kv->scale : 1.f,
     };
     int64_t rows = (int64_t)n_max * H;
     const int bm = g.costs->bm;
