@@ -57,20 +57,43 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
                 const int32_t *n_nodes, const uint32_t *anc_mask, int R,
                 int H, int n_max, int page, int max_pages, float scale)
 {
+    ref_verify_attn_kv(o, lse, q, kv, 0, 1.f, block_table, past_len,
+                       n_nodes, anc_mask, R, H, n_max, page, max_pages,
+                       scale);
+}
+
+/* One cached element as the contract reads it: exact in double. */
+static double
+kv_value(const void *kv, int kv_dtype, float kv_scale, size_t i)
+{
+    if (kv_dtype == 1)
+        return (double)kv_scale
+               * (double)ref_e4m3_to_f32(((const uint8_t *)kv)[i]);
+    return (double)ref_bf16_to_f32(((const uint16_t *)kv)[i]);
+}
+
+void
+ref_verify_attn_kv(float *o, float *lse, const uint16_t *q, const void *kv,
+                   int kv_dtype, float kv_scale, const int32_t *block_table,
+                   const int32_t *past_len, const int32_t *n_nodes,
+                   const uint32_t *anc_mask, int R, int H, int n_max,
+                   int page, int max_pages, float scale)
+{
     int W = (n_max + 31) / 32;
     for (int r = 0; r < R; ++r) {
         int past = past_len[r], nn = n_nodes[r];
         int total = past + nn;
         double *logit = malloc(sizeof(double) * (size_t)(total > 0 ? total : 1));
         char *vis = malloc((size_t)(total > 0 ? total : 1));
-        /* the request's KV rows in logical order, as f32 (exact) */
-        float *c_all = malloc(sizeof(float) * (size_t)(total > 0 ? total : 1)
-                              * D_QK);
+        /* the request's KV rows in logical order, dequantized */
+        double *c_all = malloc(sizeof(double)
+                               * (size_t)(total > 0 ? total : 1) * D_QK);
         for (int pos = 0; pos < total; ++pos) {
             int pg = block_table[(size_t)r * max_pages + pos / page];
-            const uint16_t *c = kv + ((size_t)pg * page + pos % page) * D_QK;
+            size_t c = ((size_t)pg * page + pos % page) * D_QK;
             for (int k = 0; k < D_QK; ++k)
-                c_all[(size_t)pos * D_QK + k] = ref_bf16_to_f32(c[k]);
+                c_all[(size_t)pos * D_QK + k] =
+                    kv_value(kv, kv_dtype, kv_scale, c + k);
         }
         float qf[D_QK];
         for (int i = 0; i < n_max; ++i) {
@@ -92,10 +115,10 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
                     vis[pos] = pos < past || ((mrow[j / 32] >> (j % 32)) & 1u);
                     if (!vis[pos])
                         continue;
-                    const float *c = c_all + (size_t)pos * D_QK;
+                    const double *c = c_all + (size_t)pos * D_QK;
                     double d = 0;
                     for (int k = 0; k < D_QK; ++k)
-                        d += (double)qf[k] * (double)c[k];
+                        d += (double)qf[k] * c[k];
                     logit[pos] = (double)scale * d;
                     if (logit[pos] > mx)
                         mx = logit[pos];
@@ -104,11 +127,11 @@ ref_verify_attn(float *o, float *lse, const uint16_t *q, const uint16_t *kv,
                 for (int pos = 0; pos < total; ++pos) {
                     if (!vis[pos])
                         continue;
-                    const float *c = c_all + (size_t)pos * D_QK;
+                    const double *c = c_all + (size_t)pos * D_QK;
                     double w = exp(logit[pos] - mx);
                     sum += w;
                     for (int k = 0; k < D_V; ++k)
-                        acc[k] += w * (double)c[k];
+                        acc[k] += w * c[k];
                 }
                 for (int k = 0; k < D_V; ++k)
                     orow[k] = sum > 0 ? (float)(acc[k] / sum) : 0.f;

@@ -27,6 +27,19 @@ void ref_verify_attn(float *o, float *lse, const uint16_t *q,
                      const uint32_t *anc_mask, int R, int H, int n_max,
                      int page, int max_pages, float scale);
 
+/* The same over a cache of either type: kv_dtype 0 (KDTREE_KV_BF16), kv
+ * bf16 [pages][page][576], or 1 (KDTREE_KV_E4M3), kv e4m3 bytes of the
+ * same shape, each worth kv_scale x its e4m3 number (kv_scale is not
+ * used for bf16).  The attention over the dequantized cache, in double:
+ * what either arithmetic of the kernel approximates (docs/contract.md
+ * §3). */
+void ref_verify_attn_kv(float *o, float *lse, const uint16_t *q,
+                        const void *kv, int kv_dtype, float kv_scale,
+                        const int32_t *block_table, const int32_t *past_len,
+                        const int32_t *n_nodes, const uint32_t *anc_mask,
+                        int R, int H, int n_max, int page, int max_pages,
+                        float scale);
+
 /* A random tree of n nodes (parent[i] < i, root 0) drawn with `*seed`,
  * written as build_ddtree's anc_mask rows [n_max][W]: rows past n get their
  * own bit only.  parent may be NULL. */

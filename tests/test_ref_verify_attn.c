@@ -7,7 +7,10 @@
  *  - two positions with logits a, b: weights by hand;
  *  - the mask: a row sees its ancestors and itself, never a sibling;
  *  - padded rows: o = 0, lse = -inf;
- *  - the block table: pages in any order give the same answer.
+ *  - the block table: pages in any order give the same answer;
+ *  - e4m3: every one of the 256 codes by its definition, rounding and
+ *    saturation; an e4m3 cache gives what a bf16 cache of the same values
+ *    gives, and its scale acts on the logits and the output alone.
  */
 #include <check.h>
 #include <math.h>
@@ -194,6 +197,118 @@ START_TEST(masks_and_pages)
 }
 END_TEST
 
+/* The e4m3 decoder against the format's definition, code by code, and
+ * the encoder against the decoder: each finite code is its own value's
+ * encoding, midpoints go to the even neighbour, the rest saturates. */
+START_TEST(e4m3_codes)
+{
+    ck_assert(ref_e4m3_to_f32(0x00) == 0.f);
+    ck_assert(ref_e4m3_to_f32(0x80) == 0.f && signbit(ref_e4m3_to_f32(0x80)));
+    ck_assert(ref_e4m3_to_f32(0x01) == 0x1p-9f); /* smallest subnormal */
+    ck_assert(ref_e4m3_to_f32(0x07) == 7 * 0x1p-9f);
+    ck_assert(ref_e4m3_to_f32(0x08) == 0x1p-6f); /* smallest normal */
+    ck_assert(ref_e4m3_to_f32(0x38) == 1.f);
+    ck_assert(ref_e4m3_to_f32(0x3c) == 1.5f);
+    ck_assert(ref_e4m3_to_f32(0x7e) == 448.f);   /* largest */
+    ck_assert(ref_e4m3_to_f32(0xfe) == -448.f);
+    ck_assert(isnan(ref_e4m3_to_f32(0x7f)) && isnan(ref_e4m3_to_f32(0xff)));
+    for (int c = 0; c < 256; c++) {
+        float v = ref_e4m3_to_f32((uint8_t)c);
+        if (isnan(v))
+            continue;
+        /* the definition: (-1)^s 2^(e-7) (1 + m/8), or 2^-6 m/8 */
+        int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+        double want = (e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m / 8.0, -6))
+                      * (s ? -1 : 1);
+        ck_assert_msg(v == want, "code 0x%02x: %g, want %g", c, v, want);
+        ck_assert_msg(ref_f32_to_e4m3(v) == (c == 0x80 ? 0x80 : c),
+                      "code 0x%02x does not encode to itself", c);
+        /* the midpoint to the next larger magnitude rounds to the even
+         * mantissa of the two */
+        if ((c & 0x7f) < 0x7e) {
+            float up = ref_e4m3_to_f32((uint8_t)(c + 1));
+            float mid = (v + up) / 2;
+            int even = (c & 1) == 0 ? c : c + 1;
+            ck_assert_msg(ref_f32_to_e4m3(mid) == even,
+                          "midpoint of 0x%02x and 0x%02x", c, c + 1);
+        }
+    }
+    ck_assert_uint_eq(ref_f32_to_e4m3(449.f), 0x7e);
+    ck_assert_uint_eq(ref_f32_to_e4m3(1e30f), 0x7e);
+    ck_assert_uint_eq(ref_f32_to_e4m3(-INFINITY), 0xfe);
+    ck_assert_uint_eq(ref_f32_to_e4m3(NAN), 0x7f);
+    ck_assert_uint_eq(ref_f32_to_e4m3(0x1p-11f), 0x00); /* below half of 2^-9 */
+    ck_assert_uint_eq(ref_f32_to_e4m3(0x1.8p-10f), 0x01);
+}
+END_TEST
+
+/* A cache of e4m3 bytes holds the same numbers as a bf16 cache of their
+ * values (e4m3 widens to bf16 exactly), so scale 1 gives the same answer
+ * bit for bit; a scale s is the same as logits scaled by s and the output
+ * by s. */
+START_TEST(e4m3_cache)
+{
+    enum { H = 2, N = 20, W = 1, PAGE = 8, PAGES = 9 };
+    size_t nkv = (size_t)PAGES * PAGE * D_QK;
+    uint8_t *k8 = malloc(nkv);
+    uint16_t *k16 = malloc(2 * nkv);
+    for (size_t i = 0; i < nkv; i++) {
+        /* uniform codes but NaN: values up to 448 in magnitude */
+        uint8_t c;
+        do
+            c = (uint8_t)ref_attn_rand(&seed);
+        while ((c & 0x7f) == 0x7f);
+        k8[i] = c;
+        k16[i] = ref_f32_to_bf16(ref_e4m3_to_f32(c));
+        ck_assert(ref_bf16_to_f32(k16[i]) == ref_e4m3_to_f32(c));
+    }
+    int32_t bt[PAGES];
+    for (int i = 0; i < PAGES; i++)
+        bt[i] = (i * 5) % PAGES;
+    uint32_t mask[N * W];
+    ref_attn_random_tree(mask, NULL, 17, N, &seed);
+    size_t nq = (size_t)N * H * D_QK;
+    uint16_t *q = malloc(2 * nq);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = ref_f32_to_bf16(ref_attn_randf(&seed) * 0x1p-8f);
+    int32_t past[1] = {41}, nn[1] = {17};
+    size_t no = (size_t)N * H * D_V;
+    float *o1 = malloc(sizeof(float) * no), *o2 = malloc(sizeof(float) * no);
+    float l1[N * H], l2[N * H];
+    const float scale = 0.0722f, s = 0.37f;
+    ref_verify_attn(o1, l1, q, k16, bt, past, nn, mask, 1, H, N, PAGE, PAGES,
+                    scale);
+    ref_verify_attn_kv(o2, l2, q, k8, 1, 1.f, bt, past, nn, mask, 1, H, N,
+                       PAGE, PAGES, scale);
+    ck_assert_int_eq(memcmp(o1, o2, sizeof(float) * no), 0);
+    ck_assert_int_eq(memcmp(l1, l2, sizeof l1), 0);
+    /* the bf16 entry point is the kv_dtype 0 case, whatever kv_scale says */
+    ref_verify_attn_kv(o2, l2, q, k16, 0, 5.f, bt, past, nn, mask, 1, H, N,
+                       PAGE, PAGES, scale);
+    ck_assert_int_eq(memcmp(o1, o2, sizeof(float) * no), 0);
+
+    ref_verify_attn_kv(o1, l1, q, k8, 1, s, bt, past, nn, mask, 1, H, N,
+                       PAGE, PAGES, scale);
+    ref_verify_attn_kv(o2, l2, q, k8, 1, 1.f, bt, past, nn, mask, 1, H, N,
+                       PAGE, PAGES, scale * s);
+    int seen = 0;
+    for (size_t i = 0; i < no; i++) {
+        ck_assert_msg(fabs(o1[i] - s * o2[i]) <= 1e-5 * (1 + fabs(o1[i])),
+                      "o[%zu] = %g, want %g", i, o1[i], s * o2[i]);
+        seen += o1[i] != 0.f;
+    }
+    ck_assert_int_gt(seen, (int)(no / 2)); /* the rows were not all padding */
+    for (int i = 0; i < N * H; i++)
+        ck_assert(isinf(l2[i]) ? l1[i] == l2[i]
+                               : fabs(l1[i] - l2[i]) <= 1e-5 * (1 + fabs(l2[i])));
+    free(k8);
+    free(k16);
+    free(q);
+    free(o1);
+    free(o2);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -203,6 +318,8 @@ suite(void)
     tcase_add_test(tc, zero_query_is_mean);
     tcase_add_test(tc, one_and_two_positions);
     tcase_add_test(tc, masks_and_pages);
+    tcase_add_test(tc, e4m3_codes);
+    tcase_add_test(tc, e4m3_cache);
     suite_add_tcase(s, tc);
     return s;
 }
