@@ -36,11 +36,14 @@ I32 = DType("int32", ("<i4",), 4)
 U32 = DType("uint32", ("<u4",), 4)
 BF16 = DType("bfloat16", ("<u2", "<i2", "<V2", "|V2"), 2)
 U8 = DType("uint8", ("|u1", "<u1"), 1)
+# FP8 e4m3 (torch.float8_e4m3fn): torch only; a CuPy array of e4m3 bytes
+# comes as uint8.
+E4M3 = DType("float8_e4m3fn", (), 1)
 # Accepted nowhere; named so that a wrong one is reported by its name.
 I64 = DType("int64", ("<i8",), 8)
 F64 = DType("float64", ("<f8",), 8)
 F16 = DType("float16", ("<f2",), 2)
-_ALL = (F32, I32, U32, BF16, U8, I64, F64, F16)
+_ALL = (F32, I32, U32, BF16, U8, E4M3, I64, F64, F16)
 _BY_TYPESTR = {t: d for d in _ALL for t in d.typestrs}
 
 

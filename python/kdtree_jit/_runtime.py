@@ -45,7 +45,7 @@ import threading
 from weakref import ref as _weakref
 
 from . import _arrays
-from ._arrays import BF16, F32, I32, U32, U8
+from ._arrays import BF16, E4M3, F32, I32, U32, U8
 
 Draft = collections.namedtuple("Draft", "lp ids")
 Draft.__doc__ = "draft_topk's outputs."
@@ -349,8 +349,17 @@ _TREE = _Kernel(
     call=("kdtree_tree", "kdtree_draft", "kdtree_requests"))
 
 
+#: verify_attn's arithmetic by name (kdtree_attn_math).
+ATTN_MATH = {"bf16": 0, "e4m3": 1}
+
+#: The element types of verify_attn's cache: bf16, or e4m3 bytes as
+#: torch.float8_e4m3fn or uint8 (kdtree_kv_dtype by the DType).
+KV_DTYPES = (BF16, E4M3, U8)
+
+
 def _attn_sizes(fn, lead, args):
-    (qs, _), (ks, _), (bs, _), ws = lead
+    (qs, _), (ks, kdt), (bs, _), ws = lead
+    math, = args
     R, N, H, d = qs
     if d != KV_DIM:
         raise ValueError("%s: q must have shape [?, ?, ?, %d], got %s"
@@ -363,6 +372,7 @@ def _attn_sizes(fn, lead, args):
                          % (fn, R, list(bs)))
     rs = (R,)
     return (dict(R=R, N=N, H=H, page=ks[1], max_pages=bs[1],
+                 KV=0 if kdt is BF16 else 1, MATH=math,
                  ws_bytes=None if ws is None else ws[0][0]),
             {"past_len": rs, "tree.n_nodes": rs,
              "tree.anc_mask": (R, N, (N + 31) // 32),
@@ -377,25 +387,29 @@ class _AttnKernel(_Kernel):
         if n is None:
             c = lambda name: st.consts[st.consts_at[name]]  # noqa: E731
             n = rt.verify_attn_workspace_size(c("R"), c("H"), c("N"),
-                                              c("page"), c("max_pages"))
+                                              c("page"), c("max_pages"),
+                                              c("KV"), c("MATH"))
             st.set_const("ws_bytes", n)
         return ((n,), U8) if n else None
 
 
 _ATTN = _AttnKernel(
     "verify_attn", Attn,
-    inputs=(("q", (BF16,)), ("kv_cache", (BF16,)), ("block_table", (I32,)),
+    inputs=(("q", (BF16,)), ("kv_cache", KV_DTYPES), ("block_table", (I32,)),
             ("past_len", (I32,)), ("tree.n_nodes", (I32,)),
             ("tree.anc_mask", (I32, U32))),
     outputs=(("out.o", (BF16,)), ("out.lse", (F32,), OPTIONAL),
              ("workspace", (U8,))),
-    args=("scale",), key_args=0,
+    # the arithmetic (an int of ATTN_MATH) sizes the call: the workspace
+    # depends on the body it picks
+    args=("math", "scale", "kv_scale"), key_args=1,
     lead=(("q", 4), ("kv_cache", 3), ("block_table", 2), ("workspace", 1)),
     sizes=_attn_sizes,
     structs=(("kdtree_attn", (("q", "q"), ("o", "out.o"), ("lse", "out.lse"),
                               ("workspace", "workspace"),
                               ("workspace_bytes", "ws_bytes"),
-                              ("n_heads", "H"), ("scale", "scale"))),
+                              ("n_heads", "H"), ("scale", "scale"),
+                              ("math", "MATH"))),
              ("kdtree_tree", (("n_nodes", "tree.n_nodes"),
                               ("anc_mask", "tree.anc_mask"),
                               ("n_requests", "R"), ("n_max", "N"))),
@@ -404,8 +418,31 @@ _ATTN = _AttnKernel(
              ("kdtree_kv_cache", (("data", "kv_cache"),
                                   ("block_table", "block_table"),
                                   ("page_size", "page"),
-                                  ("max_pages", "max_pages")))),
+                                  ("max_pages", "max_pages"),
+                                  ("dtype", "KV"), ("scale", "kv_scale")))),
     call=("kdtree_attn", "kdtree_tree", "kdtree_requests", "kdtree_kv_cache"))
+
+
+def attn_args(fn, scale, kv_scale, math):
+    """verify_attn's arguments other than arrays, checked: (math as an
+    int, scale, kv_scale) as the kernel description takes them."""
+    if scale.__class__ is not float:
+        scale = float_arg(fn, "scale", scale)
+    if kv_scale.__class__ is not float:
+        kv_scale = float_arg(fn, "kv_scale", kv_scale)
+    m = ATTN_MATH.get(math) if math.__class__ is str else None
+    if m is None:
+        raise ValueError("%s: math must be %s, got %r" % (
+            fn, " or ".join(repr(n) for n in ATTN_MATH), math))
+    return m, scale, kv_scale
+
+
+def float_arg(fn, name, x):
+    """x as a float: a float or an int, not a bool (TypeError)."""
+    if not isinstance(x, (float, int)) or isinstance(x, bool):
+        raise TypeError("%s: %s must be a float, got %s"
+                        % (fn, name, type(x).__name__))
+    return float(x)
 
 
 def _accept_sizes(fn, lead, args):
@@ -808,11 +845,14 @@ class Runtime(object):
     # ---- §3 verify_attn ------------------------------------------------
 
     def verify_attn_workspace_size(self, n_requests, n_heads, n_max,
-                                   page_size, max_pages):
+                                   page_size, max_pages, kv_dtype=0,
+                                   math=0):
         """The bytes of device memory verify_attn needs for this shape
-        (0: none)."""
+        (0: none); kv_dtype 0 (bf16) or 1 (e4m3), math 0 (bf16) or 1
+        (e4m3) as kdtree_kv_dtype and kdtree_attn_math number them."""
         fn = "verify_attn_workspace_size"
-        key = (n_requests, n_heads, n_max, page_size, max_pages)
+        key = (n_requests, n_heads, n_max, page_size, max_pages, kv_dtype,
+               math)
         n = self._ws_sizes.get(key)
         if n is not None:
             return n
@@ -820,46 +860,59 @@ class Runtime(object):
         out = ffi.new("uint64_t *")
         st = self._lib.kdtree_verify_attn_workspace_size(
             out, self._handle(fn),
-            ffi.new("kdtree_attn *", {"n_heads": n_heads}),
+            ffi.new("kdtree_attn *", {"n_heads": n_heads, "math": math}),
             ffi.new("kdtree_tree *", {"n_requests": n_requests,
                                       "n_max": n_max}),
             ffi.new("kdtree_kv_cache *", {"page_size": page_size,
-                                          "max_pages": max_pages}))
+                                          "max_pages": max_pages,
+                                          "dtype": kv_dtype,
+                                          "scale": 1.0}))
         if st:
             raise fail(ffi, self._lib, st,
                        "kdtree_verify_attn_workspace_size")
         n = self._ws_sizes[key] = int(out[0])
         return n
 
-    def verify_attn_workspace(self, q, kv_cache, block_table):
-        """A new workspace for verify_attn on arrays of these shapes: a
-        uint8 array of verify_attn_workspace_size() bytes (torch, or CuPy
-        like q), to pass as `workspace=` call after call."""
+    def verify_attn_workspace(self, q, kv_cache, block_table, math="bf16"):
+        """A new workspace for verify_attn on arrays of these shapes and
+        this arithmetic: a uint8 array of verify_attn_workspace_size()
+        bytes (torch, or CuPy like q), to pass as `workspace=` call after
+        call."""
         fn = "verify_attn_workspace"
         dev = self.device
+        m = attn_args(fn, 1.0, 1.0, math)[0]
         R, N, H, _ = _arrays.first(fn, "q", q, (BF16,), 4, dev)[1]
-        page = _arrays.first(fn, "kv_cache", kv_cache, (BF16,), 3, dev)[1][1]
+        _, ks, kdt = _arrays.first(fn, "kv_cache", kv_cache, KV_DTYPES, 3,
+                                   dev)
         max_pages = _arrays.first(fn, "block_table", block_table, (I32,), 2,
                                   dev)[1][1]
-        n = self.verify_attn_workspace_size(R, H, N, page, max_pages)
+        n = self.verify_attn_workspace_size(R, H, N, ks[1], max_pages,
+                                            0 if kdt is BF16 else 1, m)
         return _arrays.empty((n,), U8, dev, q)
 
     def verify_attn(self, q, kv_cache, block_table, past_len, tree, scale,
                     want_lse=True, workspace=None, out=None, stream=None,
-                    _bind=False):
+                    kv_scale=1.0, math="bf16", _bind=False):
         """Absorbed-MLA tree attention.  q bfloat16 [R, N_MAX, H, 576],
-        kv_cache bfloat16 [pages, PAGE, 576], block_table int32
-        [R, max_pages], past_len int32 [R], tree: a Tree (its n_nodes
-        int32 [R] and anc_mask int32/uint32 [R, N_MAX, ceil(N_MAX/32)] are
-        read); workspace uint8 [bytes] of at least
+        kv_cache [pages, PAGE, 576]: bfloat16, or FP8 e4m3
+        (torch.float8_e4m3fn, or its bytes as uint8) worth kv_scale times
+        each number (SGLang's cache: 1.0; vLLM's: its k_scale);
+        block_table int32 [R, max_pages], past_len int32 [R], tree: a Tree
+        (its n_nodes int32 [R] and anc_mask int32/uint32 [R, N_MAX,
+        ceil(N_MAX/32)] are read); workspace uint8 [bytes] of at least
         verify_attn_workspace_size() (verify_attn_workspace() makes one),
-        or None: one allocated for the call.  Returns Attn(o bfloat16
-        [R, N_MAX, H, 512], lse float32 [R, N_MAX, H] or None)."""
-        if scale.__class__ is not float:
-            if not isinstance(scale, (float, int)) or isinstance(scale, bool):
-                raise TypeError("verify_attn: scale must be a float, got %s"
-                                % type(scale).__name__)
-            scale = float(scale)
+        or None: one allocated for the call; math "bf16" (an e4m3 cache
+        widened to bf16 on chip) or "e4m3" (FP8 tensor-core math, an e4m3
+        cache only; docs/contract.md §3 gives both error bounds).
+        Returns Attn(o bfloat16 [R, N_MAX, H, 512], lse float32
+        [R, N_MAX, H] or None)."""
+        if scale.__class__ is not float or kv_scale.__class__ is not float \
+                or math.__class__ is not str:
+            args = attn_args("verify_attn", scale, kv_scale, math)
+        else:
+            m = ATTN_MATH.get(math)
+            args = (m, scale, kv_scale) if m is not None else \
+                attn_args("verify_attn", scale, kv_scale, math)
         try:
             n_nodes, anc_mask = tree.n_nodes, tree.anc_mask
         except AttributeError:
@@ -869,7 +922,7 @@ class Runtime(object):
             _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask) +
             (out if out.__class__ is Attn else _ATTN.outs(out, want_lse)) +
             (_NEW if workspace is None else workspace,),
-            (scale,), out, stream, _bind)
+            args, out, stream, _bind)
 
     # ---- §4 tree_accept ------------------------------------------------
 

@@ -7,7 +7,8 @@ them in the namespace ``kdtree`` with ``torch.library.Library("kdtree",
         depth_limit, past_len, n_nodes, token, parent, depth, position,
         first_child, next_sibling, score, anc_mask)
     torch.ops.kdtree.verify_attn_out(q, kv_cache, block_table, past_len,
-        n_nodes, anc_mask, scale, o, lse, workspace)
+        n_nodes, anc_mask, scale, o, lse, workspace, *, kv_scale=1.0,
+        math="bf16")
     torch.ops.kdtree.tree_accept_out(n_nodes, token, first_child,
         next_sibling, target, L, max_accept, accept_len, accept_idx,
         accept_token, bonus)
@@ -41,7 +42,7 @@ from torch import Tensor
 
 from . import _arrays
 from ._runtime import (_ACCEPT, _ATTN, _DRAFT, _NEW, _TREE, Runtime,
-                       device_ordinal)
+                       attn_args, device_ordinal)
 
 _arrays.torch_module()
 _runtimes = {}
@@ -71,11 +72,12 @@ SCHEMAS = {
     "verify_attn_out":
         "verify_attn_out(Tensor q, Tensor kv_cache, Tensor block_table, "
         "Tensor past_len, Tensor n_nodes, Tensor anc_mask, float scale, "
-        "Tensor(a!) o, Tensor(b!) lse, Tensor(c!) workspace) -> ()",
+        "Tensor(a!) o, Tensor(b!) lse, Tensor(c!) workspace, *, "
+        "float kv_scale=1., str math=\"bf16\") -> ()",
     "verify_attn":
         "verify_attn(Tensor q, Tensor kv_cache, Tensor block_table, "
-        "Tensor past_len, Tensor n_nodes, Tensor anc_mask, float scale) "
-        "-> (Tensor o, Tensor lse)",
+        "Tensor past_len, Tensor n_nodes, Tensor anc_mask, float scale, *, "
+        "float kv_scale=1., str math=\"bf16\") -> (Tensor o, Tensor lse)",
     "tree_accept_out":
         "tree_accept_out(Tensor n_nodes, Tensor token, Tensor first_child, "
         "Tensor next_sibling, Tensor target, int L, Tensor? max_accept, "
@@ -103,10 +105,12 @@ def runtime(device=None):
     return rt
 
 
-def verify_attn_workspace(q, kv_cache, block_table):
+def verify_attn_workspace(q, kv_cache, block_table, math="bf16"):
     """A uint8 tensor of the bytes verify_attn_out needs on tensors of
-    these shapes (verify_attn_workspace_size), on q's device."""
-    return runtime(q.device).verify_attn_workspace(q, kv_cache, block_table)
+    these shapes and this arithmetic (verify_attn_workspace_size), on q's
+    device."""
+    return runtime(q.device).verify_attn_workspace(q, kv_cache, block_table,
+                                                   math)
 
 
 def _runtime_of(k, x):
@@ -150,17 +154,19 @@ def _build_ddtree(lp, ids, budget, root_token, n_max, depth_limit=None,
 
 
 def _verify_attn_out(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
-                     scale, o, lse, workspace):
+                     scale, o, lse, workspace, *, kv_scale=1.0, math="bf16"):
     _runtime_of(_ATTN, q)._call(
         _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask, o,
-                lse, workspace), (scale,), None, None)
+                lse, workspace),
+        attn_args("verify_attn_out", scale, kv_scale, math), None, None)
 
 
 def _verify_attn(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
-                 scale):
+                 scale, *, kv_scale=1.0, math="bf16"):
     return tuple(_runtime_of(_ATTN, q)._call(
         _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask) +
-        _ATTN.fresh[1] + (_NEW,), (scale,), None, None))
+        _ATTN.fresh[1] + (_NEW,),
+        attn_args("verify_attn", scale, kv_scale, math), None, None))
 
 
 def _tree_accept_out(n_nodes, token, first_child, next_sibling, target, L,
@@ -269,15 +275,18 @@ def _fake_build_ddtree(lp, ids, budget, root_token, n_max, depth_limit=None,
 
 
 def _fake_verify_attn_out(q, kv_cache, block_table, past_len, n_nodes,
-                          anc_mask, scale, o, lse, workspace):
+                          anc_mask, scale, o, lse, workspace, *,
+                          kv_scale=1.0, math="bf16"):
     _fake_check(_ATTN, (q, kv_cache, block_table, past_len, n_nodes,
-                        anc_mask, o, lse, workspace), (scale,))
+                        anc_mask, o, lse, workspace),
+                attn_args("verify_attn_out", scale, kv_scale, math))
 
 
 def _fake_verify_attn(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
-                      scale):
+                      scale, *, kv_scale=1.0, math="bf16"):
     return _fake_outputs(_ATTN, (q, kv_cache, block_table, past_len, n_nodes,
-                                 anc_mask, _NEW, _NEW, _NEW), (scale,))
+                                 anc_mask, _NEW, _NEW, _NEW),
+                         attn_args("verify_attn", scale, kv_scale, math))
 
 
 def _fake_tree_accept_out(n_nodes, token, first_child, next_sibling, target,

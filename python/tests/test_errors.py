@@ -299,9 +299,19 @@ def test_verify_attn_checks():
                                          r"\[\?, \?, \?, 576\], got "
                                          r"\[1, 65, 8, 512\]"):
         va(r, **dict(args, q=A((R, N, H, 512), bf)))
-    with pytest.raises(TypeError, match="kv_cache must be bfloat16, "
-                                        "got float32"):
+    with pytest.raises(TypeError, match="kv_cache must be bfloat16 or "
+                                        "float8_e4m3fn or uint8, got "
+                                        "float32"):
         va(r, **dict(args, kv_cache=A((10, P, 576), "<f4")))
+    with pytest.raises(ValueError, match="math must be 'bf16' or 'e4m3', "
+                                         "got 'fp8'"):
+        va(r, **dict(args, math="fp8"))
+    with pytest.raises(ValueError, match="math must be"):
+        va(r, **dict(args, math=1))
+    with pytest.raises(TypeError, match="kv_scale must be a float, got str"):
+        va(r, **dict(args, kv_scale="1"))
+    with pytest.raises(TypeError, match="kv_scale must be a float, got bool"):
+        va(r, **dict(args, kv_scale=True))
     with pytest.raises(ValueError, match=r"tree.anc_mask must have shape "
                                          r"\[1, 65, 3\]"):
         va(r, **dict(args, anc_mask=A((R, N, 2))))
@@ -312,6 +322,31 @@ def test_verify_attn_checks():
         va(r, **dict(args, workspace=A((64,), "<f4"),
                              out=(A((R, N, H, 512), bf), None),
                              want_lse=False))
+
+
+def test_verify_attn_packs_the_cache_type_and_the_arithmetic():
+    """What reaches the library: kv->dtype from the cache's element type,
+    kv->scale and attn->math from the arguments (the library's own checks
+    of them are tests/test_api.c's)."""
+    r = rt()
+    bf = "<u2"
+    R, N, H, P = 1, 65, 8, 64
+    args = dict(q=A((R, N, H, 576), bf), block_table=A((R, 10)),
+                past_len=A((R,)), n_nodes=A((R,)), anc_mask=A((R, N, 3)),
+                scale=0.1, workspace=A((64,), "|u1"),
+                out=(A((R, N, H, 512), bf), None), want_lse=False)
+    for kv, kv_scale, math, want in (
+            (A((10, P, 576), bf), 1.0, "bf16", (0, 1.0, 0)),
+            (A((10, P, 576), "|u1"), 0.5, "bf16", (1, 0.5, 0)),
+            (A((10, P, 576), "|u1"), 2, "e4m3", (1, 2.0, 1))):
+        b = r.bind("verify_attn", tree=T(None, None, None, args["n_nodes"],
+                                         args["anc_mask"]),
+                   kv_cache=kv, kv_scale=kv_scale, math=math,
+                   **dict((k, v) for k, v in args.items()
+                          if k not in ("n_nodes", "anc_mask")))
+        attn, kvc = b._args[1], b._args[4]
+        assert (kvc.dtype, kvc.scale, attn.math) == want
+        assert attn.scale == pytest.approx(0.1) and kvc.page_size == P
 
 
 def test_prepare_argument_errors():

@@ -125,8 +125,11 @@ def test_every_op_has_its_schema():
                    if a.alias_info is not None and a.alias_info.is_write]
         if name.endswith("_out"):
             assert s.is_mutable and not s.returns, name
-            # Every output is marked written, and nothing else.
-            assert written == [a.name for a in s.arguments[-len(written):]]
+            # Every output is marked written, and nothing else: the
+            # outputs end the positional arguments (keyword-only ones,
+            # verify_attn's kv_scale and math, follow).
+            pos = [a.name for a in s.arguments if not a.kwarg_only]
+            assert written == pos[-len(written):]
             assert len(written) == {"draft_topk_out": 2,
                                     "build_ddtree_out": 9,
                                     "verify_attn_out": 3,
@@ -264,6 +267,30 @@ def test_fake_checks_name_the_argument():
         o, lse = torch.ops.kdtree.verify_attn(
             x["q"], x["kv"], x["block_table"], x["past_len"], n_nodes, t[8],
             0.1)
+        # an e4m3 cache: float8_e4m3fn or its bytes, and the arithmetic
+        for kv8 in (x["kv"].to(torch.float8_e4m3fn),
+                    x["kv"].to(torch.float8_e4m3fn).view(torch.uint8)):
+            for math in ("bf16", "e4m3"):
+                o8, lse8 = torch.ops.kdtree.verify_attn(
+                    x["q"], kv8, x["block_table"], x["past_len"], n_nodes,
+                    t[8], 0.1, kv_scale=0.5, math=math)
+                assert o8.shape == o.shape and o8.dtype == torch.bfloat16
+                torch.ops.kdtree.verify_attn_out(
+                    x["q"], kv8, x["block_table"], x["past_len"], n_nodes,
+                    t[8], 0.1, o8, lse8, torch.empty(16, dtype=torch.uint8,
+                                                     device="cuda"),
+                    kv_scale=2.0, math=math)
+        with pytest.raises(ValueError, match="verify_attn: math must be "
+                                             "'bf16' or 'e4m3', got 'fp8'"):
+            torch.ops.kdtree.verify_attn(
+                x["q"], x["kv"], x["block_table"], x["past_len"], n_nodes,
+                t[8], 0.1, math="fp8")
+        with pytest.raises(TypeError, match="verify_attn: kv_cache must be "
+                                            "bfloat16 or float8_e4m3fn or "
+                                            "uint8, got float16"):
+            torch.ops.kdtree.verify_attn(
+                x["q"], x["kv"].half(), x["block_table"], x["past_len"],
+                n_nodes, t[8], 0.1)
         with pytest.raises(TypeError, match="verify_attn: workspace must be "
                                             "uint8, got float32"):
             torch.ops.kdtree.verify_attn_out(
