@@ -62,7 +62,10 @@ typedef struct kdt_build_ddtree_params {
  * that merges its KV splits. */
 typedef struct kdt_verify_attn_params {
     const uint16_t *q;           /* bf16 [R][N_MAX][H][576] */
-    const uint16_t *kv_cache;    /* bf16 [pages][PAGE][576] */
+    const uint16_t *kv_cache;    /* [pages][PAGE][576]: bf16, or e4m3
+                                  * bytes (KV), which a body reads
+                                  * through a uint8_t pointer (typed as
+                                  * bf16's: the bf16 SASS is what it was) */
     const int32_t *block_table;  /* [R][max_pages] */
     const int32_t *past_len;     /* [R] */
     const int32_t *n_nodes;      /* [R] */

@@ -30,6 +30,9 @@
  *    (LAZY_RESCALE), so P stays <= 256 (exact enough in bf16 and f32) and
  *    the O rescale, a pass over the accumulator, is skipped on almost
  *    every tile.
+ *  - The cache is bf16 or FP8 e4m3 (KV), its scale (kv_scale, 1 for bf16)
+ *    applied to the logits' scale and to each row's output, never to the
+ *    elements (docs/contract.md §3).
  *  - When there are too few (request, row tile) pairs to fill the GPU the
  *    host splits the KV range (gridDim.y splits); each split writes its
  *    normalised partial O (f32) and log2-sum-exp to the workspace, and
@@ -51,10 +54,21 @@
 #ifndef KDT_N_MAX
 #error "verify_attn.cu needs -DKDT_N_MAX"
 #endif
+/* KV and MATH are optional in shape strings, bf16 (0) by default
+ * (src/kernels/verify_attn.c); the host passes them always, the
+ * development harnesses of the bf16 kernel need not. */
+#ifndef KDT_KV
+#define KDT_KV 0
+#endif
+#ifndef KDT_MATH
+#define KDT_MATH 0
+#endif
 
 constexpr int H = KDT_H;
 constexpr int PAGE = KDT_PAGE;
 constexpr int N_MAX = KDT_N_MAX;
+constexpr bool KV_E4M3 = KDT_KV == 1;         /* else bf16 */
+constexpr bool MATH_E4M3 = KDT_MATH == 1;     /* else bf16 */
 constexpr int W = (N_MAX + 31) / 32;          /* mask words per row */
 constexpr int ROWS = N_MAX * H;               /* folded rows per request */
 constexpr int D_QK = KDT_ATTN_D_QK;
@@ -65,6 +79,12 @@ constexpr float LAZY_RESCALE = 8.0f;          /* log2 units: P <= 256 */
 static_assert(H >= 1 && H <= 128 && N_MAX >= 1 && N_MAX <= KDT_LIMIT_N_MAX,
               "range");
 static_assert(PAGE >= 1 && PAGE <= 256, "range");
+static_assert((KDT_KV == 0 || KDT_KV == 1) && (KDT_MATH == 0 || KDT_MATH == 1),
+              "KV and MATH are 0 (bf16) or 1 (e4m3)");
+static_assert(!MATH_E4M3 || KV_E4M3, "MATH=e4m3 reads an e4m3 cache");
+#if KDT_KV == 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+#error "an e4m3 cache needs sm_89 or newer (FP8 cvt and mma)"
+#endif
 
 /* A block's request and KV range: the device-side values clamped (bad ones
  * cannot make the kernel read outside the block table or the tree), its
@@ -74,6 +94,7 @@ struct va_block {
     int r, split, nsplit;
     int past, nn, total, valid_rows, m0, t0, t1;
     int64_t req_row0;
+    float out_scale; /* what a row's O is scaled by: the cache's scale */
 };
 
 /* Fills `b` for this block.  False when its rows are all padding: then,
@@ -95,6 +116,7 @@ va_block_begin(va_block &b, const kdt_verify_attn_params &p, bool clustered)
     b.valid_rows = b.nn * H;
     b.m0 = blockIdx.x * BM_;
     b.req_row0 = (int64_t)b.r * ROWS;
+    b.out_scale = KV_E4M3 ? p.kv_scale : 1.f;
     if (b.m0 >= b.valid_rows) {
         if (b.nsplit == 1 || (clustered && b.split == 0)) {
             const int rows = min(BM_, ROWS - b.m0);
@@ -121,13 +143,16 @@ va_lse2(float m_ref, float l)
     return l > 0.f ? m_ref + kdt_log2(l) : kdt_neg_inf();
 }
 
-/* Row m's 1 / l, what its O is normalised by: 0 for a padded row (past
- * the request's valid rows) or one that saw nothing, so it comes out as
- * zeros. */
+/* Row m's kv_scale / l, what its O is normalised (and dequantized) by:
+ * 0 for a padded row (past the request's valid rows) or one that saw
+ * nothing, so it comes out as zeros. */
 static __device__ __forceinline__ float
 va_row_inv(const va_block &b, int m, float l)
 {
-    return l > 0.f && m < b.valid_rows ? 1.f / l : 0.f;
+    /* a literal 1 for bf16: 1 / l is a reciprocal, where even a 1 read
+     * from b made ptxas emit a full division (other SASS) */
+    const float s = KV_E4M3 ? b.out_scale : 1.f;
+    return l > 0.f && m < b.valid_rows ? s / l : 0.f;
 }
 
 /* Row m's log2-sum-exp lse2 (va_lse2): the natural-log lse when unsplit

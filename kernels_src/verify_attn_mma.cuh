@@ -61,6 +61,7 @@ constexpr int KK = BN / 16;                   /* k16 steps of PV */
 constexpr int NCOL = 128;                     /* O columns of a PV warp */
 constexpr int NDM = NCOL / 16;                /* their m16 tiles (O^T) */
 
+static_assert(!KV_E4M3, "this body reads a bf16 cache only");
 static_assert(BM == 64 && NTHREADS == 256 && BN == 32 && NSTAGE == 2,
               "the warp roles below are 8 warps, 32-row groups, 32 tokens");
 static_assert(NHALF == BN / 16 && KK == BN / 16 &&
@@ -388,7 +389,11 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 
     const int row = 32 * g + 16 * (q >> 1) + 8 * (q & 1) + (lane >> 2);
     const int c2 = 2 * (lane & 3);
-    const float scale_log2 = p.scale * KDT_LOG2E;
+    /* the cache's scale joins the logits' (docs/contract.md §3); written
+     * out, not through a helper taking p, which cost the wgmma body its
+     * global stores' address space (other SASS) */
+    const float scale_log2 =
+        (KV_E4M3 ? p.scale * p.kv_scale : p.scale) * KDT_LOG2E;
     float m_ref = kdt_neg_inf();
     float l_part = 0.f;
     float o[NDM][4][4];

@@ -75,6 +75,7 @@ constexpr int L_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, l);
 constexpr int SMEM_BYTES = KDT_ATTN_WG_SMEM;
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
+static_assert(!KV_E4M3, "this body reads a bf16 cache only");
 static_assert(BLK_BYTES == KDT_ATTN_WG_V_LBO && Q_BLK_BYTES == BM * 128,
               "a 64-column block is [rows][128 B]");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
@@ -710,7 +711,11 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
     regs_copy(o, o_io);
     regs_copy(m_ref, m_ref_io);
     regs_copy(l_part, l_part_io);
-    const float scale_log2 = p.scale * KDT_LOG2E;
+    /* the cache's scale joins the logits' (docs/contract.md §3); written
+     * out, not through a helper taking p, which cost the wgmma body its
+     * global stores' address space (other SASS) */
+    const float scale_log2 =
+        (KV_E4M3 ? p.scale * p.kv_scale : p.scale) * KDT_LOG2E;
     /* x = s * scale_log2; its row maximum is scale_log2 times the
      * maximum of s, or of -s when the scale is negative */
     const bool neg = scale_log2 < 0.f;
