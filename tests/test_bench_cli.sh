@@ -2,10 +2,12 @@
 # test_bench_cli.sh: kdtree-bench's command line refuses what it cannot
 # do instead of measuring nothing and passing: an unknown --kernel name
 # (alone or beside a real one), an option without its value, a --device
-# that is not an ordinal, an empty --only, a --peak that is not two
-# figures, each exit 2 with a line that names the problem; --peak's
-# figures are the report's limits, and without it and without a device
-# the report claims none;
+# that is not an ordinal, an empty --only or more than four, a --peak
+# that is not two or three figures, a --kv or --math that is not bf16 or
+# e4m3, --math e4m3 on a bf16 cache alone, a --page out of 1..256 or
+# given twice, each exit 2 with a line that names the problem; --peak's
+# figures are the report's limits (the third the FP8 one), and without it
+# and without a device the report claims none;
 # and `make bench` (tools/host/run-bench.sh) says in the table and the JSON
 # that a baseline was skipped and why (here a stand-in baseline_topk.py
 # that skips as the real one does without torch), and does not run a
@@ -53,6 +55,15 @@ usage_error '--peak needs a value' --peak
 usage_error '--peak wants TB/S,TFLOP/S' --compile-only --arch '' --peak 3.35
 usage_error 'not "3.35,x"' --compile-only --arch '' --peak 3.35,x
 usage_error 'not "0,0"' --compile-only --arch '' --peak 0,0
+usage_error 'not "1,2,3,4"' --compile-only --arch '' --peak 1,2,3,4
+usage_error '--kv wants bf16, e4m3' --kv fp8
+usage_error '--math wants bf16, e4m3' --math ''
+usage_error '--math e4m3 needs --kv e4m3' --math e4m3
+usage_error '--page wants up to 4 different' --page 64,64
+usage_error '--page wants up to 4 different' --page 0
+usage_error '--page wants up to 4 different' --page 512
+usage_error '--page needs a value' --page
+usage_error '--only at most 4 times' --only a --only b --only c --only d --only e
 
 # limits_are WANT ARGS...: kdtree-bench --json ARGS reports limits WANT
 # (a Python expression).
@@ -75,10 +86,12 @@ print("ok: kdtree-bench --json %s: limits %r" % (sys.argv[4], got))
 PY
 }
 limits_are None --compile-only --arch ''
-limits_are '{"bytes_per_s": 3.35e12, "flops_per_s": 989e12, "source": "--peak"}' \
+limits_are '{"bytes_per_s": 3.35e12, "flops_per_s": 989e12, "fp8_flops_per_s": None, "source": "--peak"}' \
     --compile-only --arch '' --peak 3.35,989
-limits_are '{"bytes_per_s": None, "flops_per_s": 503.8e12, "source": "--peak"}' \
+limits_are '{"bytes_per_s": None, "flops_per_s": 503.8e12, "fp8_flops_per_s": None, "source": "--peak"}' \
     --compile-only --arch '' --peak 0,503.8
+limits_are '{"bytes_per_s": 4.3e12, "flops_per_s": 989e12, "fp8_flops_per_s": 1979e12, "source": "--peak"}' \
+    --compile-only --arch '' --peak 4.3,989,1979
 
 if ! command -v python3 >/dev/null 2>&1; then
     echo "test_bench_cli: no python3 for the baseline part: skipped" >&2

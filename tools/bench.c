@@ -72,6 +72,11 @@ bench_create(int quick)
     b->quick = quick;
     b->rng = 0x9E3779B97F4A7C15ULL;
     b->gpu_mhz = NAN;
+    /* verify_attn as it was always measured: bf16, pages of 64 */
+    b->attn_kv = 1u << KDTREE_KV_BF16;
+    b->attn_math = 1u << KDTREE_ATTN_MATH_BF16;
+    b->attn_pages[0] = 64;
+    b->n_attn_pages = 1;
     snprintf(b->no_gpu_reason, sizeof b->no_gpu_reason, "not used");
     return b;
 }
@@ -120,7 +125,38 @@ bench_quick(const bench_ctx *b)
 void
 bench_set_only(bench_ctx *b, const char *text)
 {
-    b->only = text;
+    if (text && b->n_only < BENCH_MAX_ONLY)
+        b->only[b->n_only++] = text;
+}
+
+void
+bench_set_attn(bench_ctx *b, unsigned kv_mask, unsigned math_mask,
+               const int *pages, int n_pages)
+{
+    b->attn_kv = kv_mask;
+    b->attn_math = math_mask;
+    b->n_attn_pages = n_pages < BENCH_MAX_PAGES ? n_pages : BENCH_MAX_PAGES;
+    for (int i = 0; i < b->n_attn_pages; i++)
+        b->attn_pages[i] = pages[i];
+}
+
+int
+bench_attn_wants(const bench_ctx *b, int kv, int math)
+{
+    /* the API's own rule: e4m3 arithmetic reads an e4m3 cache */
+    if (math == KDTREE_ATTN_MATH_E4M3 && kv != KDTREE_KV_E4M3)
+        return 0;
+    return kv >= 0 && kv < 32 && math >= 0 && math < 32 &&
+           (b->attn_kv >> kv & 1) && (b->attn_math >> math & 1);
+}
+
+int
+bench_attn_pages(const bench_ctx *b, int *pages, int max)
+{
+    int n = b->n_attn_pages < max ? b->n_attn_pages : max;
+    for (int i = 0; i < n; i++)
+        pages[i] = b->attn_pages[i];
+    return n;
 }
 
 void
@@ -138,7 +174,10 @@ bench_cases_measured(const bench_ctx *b)
 int
 bench_wants(const bench_ctx *b, const char *config)
 {
-    return !b->only || strstr(config, b->only) != NULL;
+    for (int i = 0; i < b->n_only; i++)
+        if (!strstr(config, b->only[i]))
+            return 0;
+    return 1;
 }
 
 int
@@ -392,11 +431,13 @@ bench_row(bench_ctx *b, const char *kernel, const char *config, double us,
           double baseline_us)
 {
     kernel_row *r;
-    if (b->n_rows == MAX_ROWS)
+    b->last_row_kept = b->n_rows < MAX_ROWS;
+    if (!b->last_row_kept)
         return;
     r = &b->rows[b->n_rows++];
     snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
     snprintf(r->config, sizeof r->config, "%s", config ? config : "");
+    r->kv[0] = r->math[0] = 0;
     r->us = us;
     r->bytes = bytes;
     r->flops = flops;
@@ -410,6 +451,17 @@ bench_row(bench_ctx *b, const char *kernel, const char *config, double us,
     }
     fprintf(stderr, "kdtree-bench: %-12s %-40s %10.2f us\n", kernel,
             r->config, us);
+}
+
+void
+bench_row_types(bench_ctx *b, const char *kv, const char *math)
+{
+    kernel_row *r;
+    if (!b->last_row_kept)
+        return;
+    r = &b->rows[b->n_rows - 1];
+    snprintf(r->kv, sizeof r->kv, "%s", kv ? kv : "");
+    snprintf(r->math, sizeof r->math, "%s", math ? math : "");
 }
 
 void

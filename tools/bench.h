@@ -54,6 +54,19 @@ double bench_cpu_us(bench_ctx *b, void (*fn)(void *arg), void *arg);
 void bench_row(bench_ctx *b, const char *kernel, const char *config,
                double us, double bytes, double flops, const char *baseline,
                double baseline_us);
+/* The element types of the row bench_row() added last: the KV cache's
+ * ("bf16", "e4m3") and the tensor cores' operands, which pick the peak
+ * its %peak is of ("e4m3": the device's dense FP8 peak, else bf16's).
+ * Rows of kernels without them name neither. */
+void bench_row_types(bench_ctx *b, const char *kv, const char *math);
+
+/* verify_attn's variants to measure (--kv, --math, --page): whether a
+ * cache of type kv (kdtree_kv_dtype) read with arithmetic math
+ * (kdtree_attn_math) is asked for, and the page sizes asked for, in the
+ * order given (n of them into pages, at most max).  Default: bf16 and
+ * pages of 64. */
+int bench_attn_wants(const bench_ctx *b, int kv, int math);
+int bench_attn_pages(const bench_ctx *b, int *pages, int max);
 
 /* The per-kernel GPU cases; each returns 0 or a kdtree status. */
 int bench_draft_topk(bench_ctx *b);

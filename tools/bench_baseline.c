@@ -230,7 +230,7 @@ run_baseline(bench_ctx *b, const char *tools_dir, const char *script,
     int st = write_configs(b, kernel, configs, sizeof configs);
     if (st != 0)
         configs[0] = 0;
-    if (st == 1 && b->only) {
+    if (st == 1 && b->n_only) {
         outcome(run, "skipped: --only left no %s case", kernel);
         return;
     }

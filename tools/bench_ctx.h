@@ -31,10 +31,10 @@
 #include "jit/registry.h"
 
 #define MAX_LOAD_ROWS 64
-#define MAX_ROWS 256
+#define MAX_ROWS 512
 #define MAX_OVERHEAD 16
-#define MAX_BASE 512
-#define MAX_ROW_BASELINES 4
+#define MAX_BASE 2048
+#define MAX_ROW_BASELINES 8
 #define MAX_BASE_RUNS 8
 #define MAX_CASES 16
 #define MAX_NOTES 64
@@ -69,6 +69,8 @@ typedef struct row_baseline {
 typedef struct kernel_row {
     char kernel[32];
     char config[96];
+    /* element types (bench_row_types), "" where the kernel has none */
+    char kv[8], math[8];
     double us, bytes, flops;
     double mhz; /* the SM clock over its timed batches; NAN: unknown */
     row_baseline base[MAX_ROW_BASELINES];
@@ -108,7 +110,12 @@ typedef struct case_row {
 
 struct bench_ctx {
     int quick;
-    const char *only; /* --only's text, or NULL: every case */
+    /* --only's texts (a case must contain each), none: every case */
+    const char *only[BENCH_MAX_ONLY];
+    int n_only;
+    /* verify_attn's variants (bench_set_attn) */
+    unsigned attn_kv, attn_math;
+    int attn_pages[BENCH_MAX_PAGES], n_attn_pages;
     /* GPU state; rt is NULL in compile-only mode. */
     kdtree_runtime *rt;
     const kdt_driver *drv;
@@ -135,6 +142,7 @@ struct bench_ctx {
     int n_load;
     kernel_row rows[MAX_ROWS];
     int n_rows;
+    int last_row_kept; /* the last bench_row() found room */
     overhead_row over[MAX_OVERHEAD];
     int n_over;
     base_row base[MAX_BASE];

@@ -14,14 +14,19 @@ typedef struct bench_peak {
     double bytes_per_s;  /* memory bandwidth; 0: not known */
     double flops_per_s;  /* dense bf16 tensor throughput; 0: not known */
     const char *source;  /* where the figures come from, for the report */
+    double fp8_flops_per_s; /* dense FP8 tensor throughput, f32
+                             * accumulation (the rows whose operands are
+                             * e4m3); 0: not known */
 } bench_peak;
 
 /* The table's entry for a device named `name` (as the driver names it),
  * or NULL when the table has none. */
 const bench_peak *bench_peak_of(const char *name);
 
-/* --peak TB/S,TFLOP/S (e.g. "3.35,989"; either may be 0, not known) into
- * *out.  Returns 0, or -1 with why[] saying what was wrong. */
+/* --peak TB/S,TFLOP/S[,FP8 TFLOP/S] (e.g. "3.35,989" or
+ * "4.3,989,1979"; each may be 0, not known; without the third, no FP8
+ * limit) into *out.  Returns 0, or -1 with why[] saying what was
+ * wrong. */
 int bench_peak_parse(const char *text, bench_peak *out, char *why,
                      size_t size);
 

@@ -69,6 +69,15 @@ of_peak(double per_s, double peak)
     return per_s > 0 && peak > 0 ? per_s / peak : NAN;
 }
 
+/* The peak a row's FLOPs are a fraction of: the FP8 one where its
+ * operands are e4m3 (bench_row_types), else bf16's. */
+static double
+row_peak(const bench_ctx *b, const kernel_row *r)
+{
+    return strcmp(r->math, "e4m3") == 0 ? b->peak.fp8_flops_per_s
+                                        : b->peak.flops_per_s;
+}
+
 /* The load path's and the API's targets, from the GPU measurements
  * only. */
 static int
@@ -236,6 +245,11 @@ json_kernels(bench_ctx *b, FILE *o)
         double s = r->us * 1e-6;
         field_str(o, i ? ",\n    {" : "\n    {", "kernel", r->kernel);
         field_str(o, ", ", "config", r->config);
+        /* what the row's KV cache and tensor-core operands are (null for
+         * kernels without them): the tables and plots tell rows apart by
+         * these, and flop_fraction is of the FP8 peak where math is e4m3 */
+        field_str(o, ", ", "kv_dtype", r->kv[0] ? r->kv : NULL);
+        field_str(o, ", ", "math", r->math[0] ? r->math : NULL);
         field_num(o, ", ", "us", r->us);
         field_num(o, ", ", "bytes", r->bytes);
         field_num(o, ", ", "flops", r->flops);
@@ -246,7 +260,7 @@ json_kernels(bench_ctx *b, FILE *o)
         field_num(o, ", ", "tflop_per_s",
                   r->flops > 0 ? r->flops / s / 1e12 : NAN);
         field_num(o, ", ", "flop_fraction",
-                  of_peak(r->flops / s, b->peak.flops_per_s));
+                  of_peak(r->flops / s, row_peak(b, r)));
         field_num(o, ", ", "sm_mhz", r->mhz);
         /* "baseline" is the first (the way a user does it without this
          * library); "baselines" all. */
@@ -339,6 +353,9 @@ report_json(bench_ctx *b, FILE *o)
         json_num(o, b->peak.bytes_per_s > 0 ? b->peak.bytes_per_s : NAN);
         fputs(", \"flops_per_s\": ", o);
         json_num(o, b->peak.flops_per_s > 0 ? b->peak.flops_per_s : NAN);
+        fputs(", \"fp8_flops_per_s\": ", o);
+        json_num(o, b->peak.fp8_flops_per_s > 0 ? b->peak.fp8_flops_per_s
+                                                : NAN);
         field_str(o, ", ", "source", b->peak.source);
         fputs("},\n", o);
     } else {
@@ -418,18 +435,28 @@ table_kernels(bench_ctx *b, FILE *o)
             "at)\n");
     if (b->peak.source)
         fprintf(o, "  %%bw and %%peak are of %s TB/s and %s TFLOP/s dense "
-                "bf16 (%s)\n",
+                "bf16, %s dense FP8 for math=e4m3 rows\n  (%s)\n",
                 cell(c1, sizeof c1, "%.2f",
                      b->peak.bytes_per_s > 0 ? b->peak.bytes_per_s / 1e12
                                              : NAN),
                 cell(c2, sizeof c2, "%.0f",
                      b->peak.flops_per_s > 0 ? b->peak.flops_per_s / 1e12
                                              : NAN),
+                cell(c3, sizeof c3, "%.0f",
+                     b->peak.fp8_flops_per_s > 0
+                         ? b->peak.fp8_flops_per_s / 1e12
+                         : NAN),
                 b->peak.source);
     else
         fprintf(o, "  no %%bw or %%peak: no limits known for this device; "
                 "--peak TB/S,TFLOP/S gives them\n");
-    fprintf(o, "%-13s %-38s %10s %7s %6s %8s %6s %5s  %s\n", "kernel",
+    /* the config column as wide as its longest (verify_attn's variants
+     * name their page, cache and arithmetic) */
+    int cw = 38;
+    for (int i = 0; i < b->n_rows; i++)
+        if ((int)strlen(b->rows[i].config) > cw)
+            cw = (int)strlen(b->rows[i].config);
+    fprintf(o, "%-13s %-*s %10s %7s %6s %8s %6s %5s  %s\n", "kernel", cw,
             "config", "us", "TB/s", "%bw", "TFLOP/s", "%peak", "MHz",
             "baselines, same run (their us / ours)");
     for (int i = 0; i < b->n_rows; i++) {
@@ -446,8 +473,8 @@ table_kernels(bench_ctx *b, FILE *o)
                                 "%s%s %.2f us%s (%.2fx)", len ? "  " : "",
                                 x->name, x->us, at, x->us / r->us);
         }
-        fprintf(o, "%-13s %-38s %10.2f %7s %6s %8s %6s %5s  %s\n", r->kernel,
-                r->config, r->us,
+        fprintf(o, "%-13s %-*s %10.2f %7s %6s %8s %6s %5s  %s\n", r->kernel,
+                cw, r->config, r->us,
                 cell(c1, sizeof c1, "%.2f",
                      r->bytes > 0 ? r->bytes / s / 1e12 : NAN),
                 cell(c2, sizeof c2, "%.1f%%",
@@ -455,7 +482,7 @@ table_kernels(bench_ctx *b, FILE *o)
                 cell(c3, sizeof c3, "%.1f",
                      r->flops > 0 ? r->flops / s / 1e12 : NAN),
                 cell(c4, sizeof c4, "%.1f%%",
-                     100 * of_peak(r->flops / s, b->peak.flops_per_s)),
+                     100 * of_peak(r->flops / s, row_peak(b, r))),
                 cell(c5, sizeof c5, "%.0f", r->mhz), base);
     }
 }

@@ -16,10 +16,19 @@
 bench_ctx *bench_create(int quick);
 void bench_destroy(bench_ctx *b);
 /* --only: measure only the GPU cases whose config contains `text` (kept,
- * not copied); bench_wants() reads it.  bench_cases_measured() says how
+ * not copied), and every other text given (repeated --only: all of them;
+ * at most BENCH_MAX_ONLY); bench_wants() reads them.  bench_cases_measured() says how
  * many cases made a row. */
+#define BENCH_MAX_ONLY 4
 void bench_set_only(bench_ctx *b, const char *text);
 int bench_cases_measured(const bench_ctx *b);
+/* --kv, --math, --page: verify_attn's variants (bench_attn_wants):
+ * masks of 1 << kdtree_kv_dtype and 1 << kdtree_attn_math, and the page
+ * sizes (n of them, 1..256 each, at most BENCH_MAX_PAGES).  A combination
+ * the API refuses (MATH=e4m3 on a bf16 cache) is never measured. */
+#define BENCH_MAX_PAGES 4
+void bench_set_attn(bench_ctx *b, unsigned kv_mask, unsigned math_mask,
+                    const int *pages, int n_pages);
 /* --peak: the limits the report's percentages are of, instead of the
  * device's entry in the table of bench_peaks.c. */
 void bench_set_peak(bench_ctx *b, const bench_peak *peak);
@@ -33,10 +42,11 @@ int bench_has_gpu(const bench_ctx *b);
 /* The device's architecture ("sm_90"), or NULL without a GPU. */
 const char *bench_gpu_arch(const bench_ctx *b);
 
-/* The load path of kernel `index` at its default shape, on the GPU: cold
- * (empty cache directory, NVRTC compile + load), warm (fresh runtime, entry
- * on disk), hot (in-memory lookup), and the bare NVRTC compile of the same
- * source for the device's target.  One row of the load table. */
+/* The load path of kernel `index` at its default shape (and the other
+ * shapes bench_load.c lists for it), on the GPU: cold (empty cache
+ * directory, NVRTC compile + load), warm (fresh runtime, entry on disk),
+ * hot (in-memory lookup), and the bare NVRTC compile of the same source
+ * for the device's target.  One row of the load table a shape. */
 int bench_load_gpu(bench_ctx *b, int index);
 /* The same without a GPU, through kdtree_compile() for `arch`: cold (empty
  * cache directory), warm (memory forgotten, entry on disk), bare NVRTC. */
@@ -46,6 +56,12 @@ int bench_load_compile(bench_ctx *b, int index, const char *arch);
  * and freeing the case's buffers.  Records the outcome for the report. */
 int bench_run_case(bench_ctx *b, const char *name,
                    int (*fn)(bench_ctx *b));
+
+/* --list-attn: verify_attn's cases a GPU run of these options would
+ * measure, one a line on `out` ("verify_attn", config, cache type,
+ * arithmetic, bytes, FLOPs, tab-separated), with no GPU; returns how
+ * many. */
+int bench_verify_attn_list(bench_ctx *b, FILE *out);
 
 /* The API's host cost over a bare cuLaunchKernel, measured by the
  * tree_accept case file (it knows that kernel's parameters). */
