@@ -122,10 +122,21 @@ def block_kernel(runs, kernel, arch):
     name, d, rows = latest(runs, kernel, arch)
     has = lambda key: any(r.get(key) is not None for r in rows)
     cols = [("config", lambda r: r.get("config", ""))]
+    # verify_attn's variants name their cache and arithmetic (runs before
+    # them have neither: their tables stay as they were)
+    typed = has("kv_dtype")
+    if typed:
+        cols.append(("cache", lambda r: r.get("kv_dtype") or "-"))
+        cols.append(("arithmetic", lambda r: r.get("math") or "-"))
     if has("us"):
         cols.append(("µs", lambda r: us(r.get("us"))))
     if has("tflop_per_s"):
         cols.append(("TFLOP/s", lambda r: whole(r.get("tflop_per_s"))))
+    if typed and has("flop_fraction"):
+        # of the dense bf16 peak, or the FP8 one where the arithmetic is
+        # e4m3 (tools/bench_peaks.c)
+        cols.append(("of the peak",
+                     lambda r: percent(r.get("flop_fraction"))))
     if has("tb_per_s"):
         cols.append(("TB/s", lambda r: us(r.get("tb_per_s"))))
     if has("bw_fraction"):
