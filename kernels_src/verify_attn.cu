@@ -44,6 +44,7 @@
 #include "kdt_params.h"
 #include "kdt_attn_tiles.h"
 #include "kdt_mma.cuh"
+#include "kdt_fp8.cuh"
 
 #ifndef KDT_H
 #error "verify_attn.cu needs -DKDT_H"

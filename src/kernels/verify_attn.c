@@ -38,7 +38,7 @@ static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "kdt_math.cuh", "kdt_attn_tiles.h",
                                          "verify_attn_mma.cuh",
                                          "verify_attn_wgmma.cuh",
-                                         "kdt_mma.cuh", NULL};
+                                         "kdt_mma.cuh", "kdt_fp8.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",
                                            "kdt_verify_attn_merge", NULL};
 /* KV: kdtree_kv_dtype; MATH: kdtree_attn_math (value i <-> name i) */

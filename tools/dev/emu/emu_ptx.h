@@ -193,6 +193,12 @@ static inline bool emu_ptx_core(emu_asm_state &s, const std::string &op, const s
     if (op == "setp.ne.s32" || op == "setp.ne.u32" || op == "setp.ne.b32") { s.set(a[0], (uint32_t)s.get(a[1]) != (uint32_t)s.get(a[2])); return true; }
     if (op == "setp.eq.s32" || op == "setp.eq.u32" || op == "setp.eq.b32") { s.set(a[0], (uint32_t)s.get(a[1]) == (uint32_t)s.get(a[2])); return true; }
     if (op == "selp.s32" || op == "selp.u32" || op == "selp.b32") { s.set(a[0], s.get(a[3]) ? (uint32_t)s.get(a[1]) : (uint32_t)s.get(a[2])); return true; }
+    if (op == "mov.b32" && s.trim(a[0])[0] == '{') { // {lo, hi} = the 16-bit halves
+        std::vector<std::string> d = s.vec(a[0]);
+        if (d.size() != 2) emu_die("mov.b32 unpacks into two halves", s.stmt);
+        uint32_t v = (uint32_t)s.get(a[1]);
+        s.set(d[0], v & 0xffffu); s.set(d[1], v >> 16); return true;
+    }
     if (op == "mov.u32" || op == "mov.b32") { s.set(a[0], (uint32_t)s.get(a[1])); return true; }
     if (op == "bar.red.or.pred" || op == "barrier.red.or.pred") {
         s.set(a[0], emu_named_bar((int)s.get(a[1]), (int)s.get(a[2]), true, s.get(a[3]) != 0)); return true;

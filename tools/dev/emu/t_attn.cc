@@ -106,10 +106,46 @@ static int run_case(const char *spec) {
     return bad != 0;
 }
 
+// kdt_fp8.cuh's conversions, on every e4m3 code, against ref/ref_math.h:
+// widening (to f16 and to bf16, exact, NaN kept), rounding (to nearest
+// even, saturated), the row quantization, the row maximum.  Returns the
+// number of failures.
+static int check_fp8_helpers() {
+    int bad = 0;
+    auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+    for (uint32_t c = 0; c < 256; c++) {
+        const uint32_t w = c | (c ^ 0x80) << 8 | (255 - c) << 16 | 0x38u << 24; // c, -c, another, 1.0
+        uint32_t lo, hi;
+        kdt_e4m3x4_to_f16x4(lo, hi, w);
+        const uint32_t b2 = kdt_e4m3x2_to_bf16x2((uint16_t)w);
+        for (int k = 0; k < 4; k++) {
+            const double want = ref_e4m3_to_f32((uint8_t)(w >> (8 * k)));
+            const uint32_t h = (k < 2 ? lo : hi) >> (16 * (k & 1)) & 0xffff;
+            bad += !same(emu_decode(EMU_F16, h), want);
+            if (k < 2) bad += !same(emu_decode(EMU_BF16, b2 >> (16 * k) & 0xffff), want);
+        }
+        bad += kdt_e4m3x2_to_f16x2((uint16_t)w) != lo;
+    }
+    uint64_t sd = 99;
+    for (int i = 0; i < 20000; i++) {
+        const float x = ldexpf(ref_attn_randf(&sd), (int)(ref_attn_rand(&sd) % 26) - 14);
+        const float y = i % 7 ? -x : 500.f + x;
+        const uint16_t r = kdt_e4m3x2_from_f32(x, y);
+        bad += (r & 0xff) != ref_f32_to_e4m3(x) || r >> 8 != ref_f32_to_e4m3(y);
+    }
+    const float q[4] = {0.75f, -3.f, 1e-3f, 2.9f}, s = kdt_e4m3_quant_scale(3.f);
+    const uint32_t qw = kdt_e4m3x4_quantize(q[0], q[1], q[2], q[3], s);
+    for (int k = 0; k < 4; k++) bad += (qw >> (8 * k) & 0xff) != ref_f32_to_e4m3(q[k] * (448.f / 3.f));
+    bad += kdt_e4m3_quant_scale(0.f) != 0.f || kdt_e4m3_dequant_scale(3.f) != 3.f / 448.f;
+    bad += kdt_bf16x2_absmax_bits(0x3f80, 0xc0003e00) != 0x4000; // max(1, |-2|, 0.125)
+    if (bad) fprintf(stderr, "kdt_fp8.cuh: %d conversions wrong\n", bad);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const char *race = getenv("EMU_RACE");
     emu_race_on = !race || strcmp(race, "0"); // emu_race.h: on unless EMU_RACE=0
-    int fail = 0;
+    int fail = check_fp8_helpers() != 0;
     for (int i = 1; i < argc; i++) fail |= run_case(argv[i]);
     return fail;
 }

@@ -54,6 +54,11 @@ static void t_formats() {
     uint32_t f = 0; uint16_t in = 0x387e;
     emu_asm("cvt.rn.f16x2.e4m3x2 %0, %1;", {EMU_OUT(f), EMU_IN(in)});
     CHECK(f == 0x3c005f00, "cvt.rn.f16x2.e4m3x2 = 0x%08x", f); // 1.0, 448
+    // a 32-bit word into its 16-bit halves, each then widened
+    uint32_t f0 = 0, f1 = 0, four = 0xb8387e01;
+    emu_asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h; }",
+            {EMU_OUT(f0), EMU_OUT(f1), EMU_IN(four)});
+    CHECK(f0 == 0x5f001800 && f1 == 0xbc003c00, "mov.b32 {l, h}: 0x%08x 0x%08x", f0, f1); // 2^-9, 448; 1, -1
     uint32_t hf = 0x3c005f00;
     emu_asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;", {EMU_OUT(h), EMU_IN(hf)});
     CHECK(h == 0x387e, "cvt.rn.satfinite.e4m3x2.f16x2 = 0x%04x", h);
