@@ -40,6 +40,26 @@ void ref_verify_attn_kv(float *o, float *lse, const uint16_t *q,
                         int R, int H, int n_max, int page, int max_pages,
                         float scale);
 
+/* The query side of the e4m3 arithmetic (MATH = e4m3, docs/contract.md
+ * §3): out[576] = the bf16 query row q[576] quantized as the kernel does
+ * it (a = max |q|, each element e4m3(q * (448 / a)) with the division and
+ * the product in f32, rounded to nearest even and saturated), each worth
+ * a / 448 times its e4m3 number; zeros for a row of zeros. */
+void ref_e4m3_quantize_row(double *out, const uint16_t *q);
+
+/* ref_verify_attn_kv with each query row replaced by its quantized value
+ * (ref_e4m3_quantize_row): o_q and lse_q of the contract's error bound of
+ * MATH = e4m3.  stats, when not NULL, [R][n_max][H][3]: each row's n (its
+ * visible positions), S0 = sum_j 2^(x_j - max x) and sum_j (2^(x_j -
+ * max x))^2 over them (x the quantized logits in log2 units; 0 for a
+ * padded row), what the bound's beta and the typical error are made of. */
+void ref_verify_attn_qe4m3(float *o, float *lse, double *stats,
+                           const uint16_t *q, const void *kv, int kv_dtype,
+                           float kv_scale, const int32_t *block_table,
+                           const int32_t *past_len, const int32_t *n_nodes,
+                           const uint32_t *anc_mask, int R, int H, int n_max,
+                           int page, int max_pages, float scale);
+
 /* A random tree of n nodes (parent[i] < i, root 0) drawn with `*seed`,
  * written as build_ddtree's anc_mask rows [n_max][W]: rows past n get their
  * own bit only.  parent may be NULL. */

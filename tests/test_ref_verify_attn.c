@@ -10,7 +10,10 @@
  *  - the block table: pages in any order give the same answer;
  *  - e4m3: every one of the 256 codes by its definition, rounding and
  *    saturation; an e4m3 cache gives what a bf16 cache of the same values
- *    gives, and its scale acts on the logits and the output alone.
+ *    gives, and its scale acts on the logits and the output alone;
+ *  - MATH = e4m3's query side: the row quantization element by element
+ *    against the definition, and the attention over quantized rows (what
+ *    its error bound is measured from) with its per-row stats.
  */
 #include <check.h>
 #include <math.h>
@@ -309,6 +312,99 @@ START_TEST(e4m3_cache)
 }
 END_TEST
 
+/* MATH = e4m3's query side: each element of a quantized row is
+ * e4m3(q * (448 / a)) (f32) worth a / 448, checked against ref_f32_to_e4m3,
+ * the definition, on rows of random magnitudes (subnormal codes and
+ * saturation included); a row of zeros stays zeros. */
+START_TEST(e4m3_quantized_rows)
+{
+    uint16_t q[D_QK];
+    double out[D_QK];
+    for (int t = 0; t < 200; t++) {
+        int e = (int)(ref_attn_rand(&seed) % 40) - 20;
+        for (int k = 0; k < D_QK; k++) {
+            float x = ldexpf(ref_attn_randf(&seed), e);
+            /* some elements far below the maximum: subnormal codes */
+            if (k % 7 == 3)
+                x *= 0x1p-12f;
+            q[k] = ref_f32_to_bf16(x);
+        }
+        float a = 0.f;
+        for (int k = 0; k < D_QK; k++)
+            a = fmaxf(a, fabsf(ref_bf16_to_f32(q[k])));
+        ref_e4m3_quantize_row(out, q);
+        float sc = 448.f / a;
+        for (int k = 0; k < D_QK; k++) {
+            double want = (double)ref_e4m3_to_f32(
+                              ref_f32_to_e4m3(ref_bf16_to_f32(q[k]) * sc))
+                          * ((double)a / 448.0);
+            ck_assert_msg(out[k] == want, "row %d dim %d: %.17g, want %.17g",
+                          t, k, out[k], want);
+        }
+    }
+    memset(q, 0, sizeof q);
+    ref_e4m3_quantize_row(out, q);
+    for (int k = 0; k < D_QK; k++)
+        ck_assert(out[k] == 0.0);
+    q[5] = 0x7fc0; /* NaN */
+    ref_e4m3_quantize_row(out, q);
+    ck_assert(isnan(out[0]) && isnan(out[5]));
+}
+END_TEST
+
+/* The reference of MATH = e4m3 (o_q, lse_q) is the attention with the
+ * quantized rows: equal to ref_verify_attn_kv's where every row already
+ * is an e4m3 number times a power of two with 448 times it as its
+ * maximum (quantization changes nothing), and its stats are each row's
+ * visible count, S0 = sum of exp(logit - max), sum of their squares. */
+START_TEST(e4m3_query_reference)
+{
+    enum { H = 3, N = 9, W = 1, PAGE = 4, PAGES = 12 };
+    size_t nkv = (size_t)PAGES * PAGE * D_QK;
+    uint8_t *k8 = malloc(nkv);
+    for (size_t i = 0; i < nkv; i++)
+        k8[i] = ref_f32_to_e4m3(ref_attn_randf(&seed));
+    int32_t bt[PAGES];
+    for (int i = 0; i < PAGES; i++)
+        bt[i] = (i * 7) % PAGES;
+    uint32_t mask[N * W];
+    ref_attn_random_tree(mask, NULL, 8, N, &seed);
+    uint16_t q[N * H * D_QK];
+    for (int r = 0; r < N * H; r++)
+        for (int k = 0; k < D_QK; k++) {
+            /* e4m3 values times 2^-10, the maximum 448 times it */
+            uint8_t c = k == 17 ? 0xfe : ref_f32_to_e4m3(ref_attn_randf(&seed));
+            q[r * D_QK + k] = ref_f32_to_bf16(ldexpf(ref_e4m3_to_f32(c), -10));
+        }
+    int32_t past[1] = {30}, nn[1] = {8};
+    float o1[N * H * D_V], o2[N * H * D_V], l1[N * H], l2[N * H];
+    double st[N * H * 3];
+    ref_verify_attn_kv(o1, l1, q, k8, 1, 0.5f, bt, past, nn, mask, 1, H, N,
+                       PAGE, PAGES, 0.3f);
+    ref_verify_attn_qe4m3(o2, l2, st, q, k8, 1, 0.5f, bt, past, nn, mask, 1,
+                          H, N, PAGE, PAGES, 0.3f);
+    ck_assert_int_eq(memcmp(o1, o2, sizeof o1), 0);
+    ck_assert_int_eq(memcmp(l1, l2, sizeof l1), 0);
+    for (int i = 0; i < N; i++)
+        for (int h = 0; h < H; h++) {
+            const double *r = st + 3 * (i * H + h);
+            if (i >= nn[0]) {
+                ck_assert(r[0] == 0 && r[1] == 0 && r[2] == 0);
+                continue;
+            }
+            int vis = past[0];
+            for (int j = 0; j < nn[0]; j++)
+                vis += (mask[i] >> j) & 1;
+            ck_assert_int_eq((int)r[0], vis);
+            /* S0 >= 1 (the maximum's own weight), sum p^2 in (S0^2 / n,
+             * S0], the row's lse = max + ln S0 */
+            ck_assert(r[1] >= 1.0 && r[1] <= vis);
+            ck_assert(r[2] <= r[1] && r[2] * vis >= r[1] * r[1] * (1 - 1e-12));
+        }
+    free(k8);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -320,6 +416,8 @@ suite(void)
     tcase_add_test(tc, masks_and_pages);
     tcase_add_test(tc, e4m3_codes);
     tcase_add_test(tc, e4m3_cache);
+    tcase_add_test(tc, e4m3_quantized_rows);
+    tcase_add_test(tc, e4m3_query_reference);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,7 +6,11 @@
 # Both bodies (BODIES, default "mma wgmma"): the mma.sync one, and the
 # wgmma one that verify_attn.cu includes when KDT_ATTN_WGMMA is 1
 # (built with -DKDT_ATTN_WGMMA=1, as NVRTC's sm_90a target selects it),
-# launched with kdt_attn_tiles.h's geometry of each.
+# launched with kdt_attn_tiles.h's geometry of each.  A shape is
+# H_PAGE_NMAX, or H_PAGE_NMAX_e4m3_MATH for an e4m3 cache (-DKDT_KV=1)
+# in either arithmetic (MATH bf16 or e4m3: -DKDT_MATH=0 or 1), its cases
+# with the cache's scale after an @; the bodies of E4M3_BODIES (default
+# none: a body joins when it reads an e4m3 cache) run those.
 #
 # Default kernel: kernels_src/verify_attn.cu with the headers beside it
 # (a KERNEL.cu elsewhere may bring its own .cuh and .h files; the rest
@@ -55,6 +59,14 @@ cases() {
     mma_3_16_5) echo "1:0.1:9:0/5,31/4,32/1 4:1.0:10:200/5";;
     mma_8_1_1) echo "1:0.5:11:0/1,64/1,65/1 2:0.5:12:130/1";;
     mma_2_16_33) echo "1:0.2:13:48/33 3:1.5:14:7/20,0/33";;
+    *_8_16_17_e4m3_bf16) echo "1:0.0722:31:40/17 2:0.5:32:200/17,3/5@0.37 3:2.0:33:0/17,16/1,17/9@2.5 1:8.0:34:15/2 5:-0.3:35:300/3@0.5";;
+    *_8_16_17_e4m3_e4m3) echo "1:0.0722:41:40/17 2:0.5:42:200/17,3/5@0.37 3:2.0:43:0/17,16/1,17/9@2.5 1:8.0:44:15/2 5:-0.3:45:300/3@0.5";;
+    *_1_1_17_e4m3_bf16) echo "1:0.0722:36:33/17 3:1.0:37:0/1,1/2,63/17@0.25 2:4.0:38:100/17@3";;
+    *_1_1_17_e4m3_e4m3) echo "1:0.0722:46:33/17 3:1.0:47:0/1,1/2,63/17@0.25 2:4.0:48:100/17@3";;
+    *_3_16_5_e4m3_e4m3) echo "1:0.1:49:0/5,31/4,32/1@0.6 4:1.0:50:200/5";;
+    *_2_16_33_e4m3_bf16) echo "1:0.2:51:48/33@1.5 3:1.5:52:7/20,0/33";;
+    *_2_16_33_e4m3_e4m3) echo "1:0.2:53:260/33@1.5 3:1.5:54:7/20,0/33";;
+    *_8_1_1_e4m3_bf16) echo "1:0.5:55:0/1,64/1,65/1@0.8 2:0.5:56:130/1";;
     wgmma_8_16_17) echo "1:0.0722:1:40/17 1:0.5:21:300/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 -2:-0.7:4:300/17 -4:1.0:5:300/17,5/3 5:0.3:6:100/3";;
     wgmma_1_1_65) echo "1:0.1:7:0/65,63/65,64/1 1:1.0:8:250/65,1/2 2:1.0:21:300/65 -3:0.5:9:230/64";;
     wgmma_16_64_33) echo "1:0.0722:10:64/33,127/1 -2:-0.3:11:200/33 3:0.3:12:5/20,0/0";;
@@ -65,12 +77,21 @@ cases() {
 }
 SHAPES_mma="8_16_17 1_1_17 3_16_5 8_1_1 2_16_33"
 SHAPES_wgmma="8_16_17 1_1_65 16_64_33 3_16_5 8_1_1 2_64_40"
+# an e4m3 cache, both arithmetics (the bodies of E4M3_BODIES)
+SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3 1_1_17_e4m3_bf16
+    1_1_17_e4m3_e4m3 3_16_5_e4m3_e4m3 2_16_33_e4m3_bf16 2_16_33_e4m3_e4m3
+    8_1_1_e4m3_bf16"
 MODES_mma="lazy eager"
 MODES_wgmma="lazy,lazy eager,eager"
 if [ "${QUICK:-0}" = 1 ]; then
     SHAPES_mma="8_16_17 1_1_17" MODES_mma=lazy
     SHAPES_wgmma="8_16_17 1_1_65" MODES_wgmma=lazy,lazy
+    SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3"
 fi
+E4M3_BODIES=${E4M3_BODIES:-}
+for body in $E4M3_BODIES; do
+    eval "SHAPES_$body=\"\$SHAPES_$body \$SHAPES_e4m3\""
+done
 
 # kernel dirs: $tmp/k<i> (m<i> for mutants) hold a body's prepped
 # kernel.cc and the headers it includes; $1 = its source dir (a copy of
@@ -142,8 +163,10 @@ for d in $KDIRS; do
         vn=$(echo "$v" | tr ',=' '__')
         eval "shapes=\$SHAPES_$body"
         for s in $shapes; do
-            IFS=_ read h pg nm <<< "$s"
-            echo "g++ -O1 -std=c++17 -w -I$d -I$tmp -I$top -DKERNEL='\"kernel.cc\"' $defs $vdefs -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm $tmp/t_attn.cc $tmp/emu_rt.o $tmp/ref.o -lpthread -o $d/t_${vn}_$s"
+            IFS=_ read h pg nm kv math <<< "$s"
+            kdefs=
+            [ "$kv" = e4m3 ] && kdefs="-DKDT_KV=1 -DKDT_MATH=$([ "$math" = e4m3 ] && echo 1 || echo 0)"
+            echo "g++ -O1 -std=c++17 -w -I$d -I$tmp -I$top -DKERNEL='\"kernel.cc\"' $defs $vdefs $kdefs -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm $tmp/t_attn.cc $tmp/emu_rt.o $tmp/ref.o -lpthread -o $d/t_${vn}_$s"
         done
     done
 done > "$tmp/builds"
