@@ -330,8 +330,9 @@ typedef enum kdtree_kv_dtype {
 /* The tensor-core arithmetic of verify_attn (kdtree_attn.math;
  * docs/contract.md §3 gives each one's error bound). */
 typedef enum kdtree_attn_math {
-    /* bf16 operands, f32 accumulation; an e4m3 cache is widened to bf16
-     * on chip, exactly */
+    /* 16-bit operands, f32 accumulation: bf16; an e4m3 cache widened on
+     * chip, exactly (to f16 on the mma.sync body, with the precision of
+     * bf16 or better: docs/contract.md §3) */
     KDTREE_ATTN_MATH_BF16 = 0,
     /* e4m3 operands, f32 accumulation: each query row quantized to e4m3
      * with a scale of its own, the softmax weights quantized for P V; an

@@ -6,8 +6,8 @@
  * (verify_attn.cu and its two bodies, through NVRTC) compile the same
  * definitions: a body takes its shared-memory offsets and sizes from its
  * plan's members, and the launcher asks for the plan's size
- * (KDT_ATTN_SMEM for the mma.sync body, KDT_ATTN_WG_SMEM for the wgmma
- * one; the KDT_ATTN_ names without WG_ are the mma.sync body's).
+ * (KDT_ATTN_MMA_SMEM(KV) for the mma.sync body, KDT_ATTN_WG_SMEM for the
+ * wgmma one; the KDT_ATTN_ names without WG_ are the mma.sync body's).
  *
  * Alignment is C11's alignas (<stdalign.h>), C++'s keyword; offsets are
  * KDT_OFFSETOF (offsetof, or its NVRTC spelling), constants under both;
@@ -92,6 +92,41 @@ static_assert(sizeof(((kdt_attn_mma_smem *)0)->ring) ==
                   sizeof(((kdt_attn_mma_smem *)0)->ring.kv),
               "the Q tile is staged in the ring at no cost");
 static_assert(KDT_ATTN_SMEM <= 99 * 1024,
+              "sm_120 allows 99 KB of shared memory a block");
+
+/*
+ * The mma.sync body over an e4m3 cache (KV = e4m3, either arithmetic):
+ * the same block, warps, mailboxes and 32-token tiles, its KV rows 576
+ * bytes.  A tile is half a bf16 one, so the ring holds four and the loads
+ * run three tiles ahead (more bytes in flight than the bf16 ring's one
+ * tile ahead); the bf16 Q tile still passes through the ring, which is
+ * about its size.  Rows are padded by 16 B: 592 = 4 x 128 + 80, so the 8
+ * rows of an ldmatrix (8 consecutive tokens) fall on 8 distinct 16-byte
+ * bank groups.
+ */
+#define KDT_ATTN_KV8_NSTAGE 4     /* e4m3 KV tiles in the ring */
+#define KDT_ATTN_KV8_ROW_PAD 16   /* bytes after a row's 576 */
+
+typedef uint8_t kdt_attn_mma_kv8_row[KDT_ATTN_D_QK + KDT_ATTN_KV8_ROW_PAD];
+typedef kdt_attn_mma_kv8_row kdt_attn_mma_kv8_stage[KDT_ATTN_BN];
+
+typedef struct kdt_attn_mma_kv8_smem {
+    union {
+        alignas(16) kdt_attn_mma_kv8_stage kv[KDT_ATTN_KV8_NSTAGE];
+        alignas(16) kdt_attn_mma_row q[KDT_ATTN_BM];
+    } ring;
+    alignas(16) kdt_attn_mma_box box[KDT_ATTN_THREADS / 32];
+    /* each row's max |q| while Q is converted, then the row sums */
+    float l[KDT_ATTN_BM];
+} kdt_attn_mma_kv8_smem;
+
+#define KDT_ATTN_KV8_SMEM ((int)sizeof(kdt_attn_mma_kv8_smem))
+
+/* The mma.sync body's plan for the cache type KV (kdtree_kv_dtype: 0
+ * bf16, 1 e4m3): what the launcher asks for. */
+#define KDT_ATTN_MMA_SMEM(kv) ((kv) == 1 ? KDT_ATTN_KV8_SMEM : KDT_ATTN_SMEM)
+
+static_assert(KDT_ATTN_KV8_SMEM <= 99 * 1024,
               "sm_120 allows 99 KB of shared memory a block");
 
 /*

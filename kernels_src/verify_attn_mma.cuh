@@ -36,6 +36,10 @@
  * (two warps a scheduler, every phase latency-bound: register file full
  * with Q and O) and what was tried: docs/performance.md, its table of
  * ideas tried.
+ *
+ * An e4m3 cache (KV = e4m3) runs verify_attn_mma_e4m3.cuh's block
+ * instead, in both arithmetics: the same roles, exchange, softmax and
+ * mailboxes over rows of bytes (its plan: kdt_attn_mma_kv8_smem).
  */
 
 constexpr int BM = KDT_ATTN_BM;
@@ -61,7 +65,6 @@ constexpr int KK = BN / 16;                   /* k16 steps of PV */
 constexpr int NCOL = 128;                     /* O columns of a PV warp */
 constexpr int NDM = NCOL / 16;                /* their m16 tiles (O^T) */
 
-static_assert(!KV_E4M3, "this body reads a bf16 cache only");
 static_assert(BM == 64 && NTHREADS == 256 && BN == 32 && NSTAGE == 2,
               "the warp roles below are 8 warps, 32-row groups, 32 tokens");
 static_assert(NHALF == BN / 16 && KK == BN / 16 &&
@@ -84,16 +87,20 @@ named_bar(int id, int count)
  * pieces col0, col0 + TPT, ... (fixed for the whole block, so a tile costs
  * one block-table read and a few cp.async per thread). */
 constexpr int TPT = NTHREADS / BN;            /* threads per token */
-constexpr int PIECES = (CHUNKS + TPT - 1) / TPT;
 
 /* Copies KV tile t (tokens t*BN ..) of the request into the stage at
  * `dst` (this thread's first piece); tokens at or past `total` are
  * zero-filled (never read: the block table may hold garbage there, and a
- * zero V row times P = 0 cannot make NaN). */
+ * zero V row times P = 0 cannot make NaN).  T is the cache's element:
+ * uint16_t (bf16) or uint8_t (e4m3). */
+template <class T>
 static __device__ __forceinline__ void
 load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
-             const uint16_t *__restrict__ kv, const int32_t *__restrict__ bt)
+             const T *__restrict__ kv, const int32_t *__restrict__ bt)
 {
+    constexpr int EPC = 16 / sizeof(T);       /* elements a 16-byte piece */
+    constexpr int NPIECE = D_QK / EPC;        /* pieces a row */
+    constexpr int PIECES = (NPIECE + TPT - 1) / TPT;
     const int pos = t * BN + tok;
     int64_t row = 0; /* past the end: the cache's first row, never read */
     int bytes = 0;
@@ -104,20 +111,18 @@ load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
     }
     /* one base for every piece: with bytes = 0 they are still addresses
      * inside row 0, and cp.async reads none of them */
-    const uint16_t *src = kv + row * D_QK + col0 * 8;
+    const T *src = kv + row * D_QK + col0 * EPC;
 #pragma unroll
     for (int i = 0; i < PIECES; ++i)
-        if (CHUNKS % TPT == 0 || col0 + i * TPT < CHUNKS)
-            kdt_cp_async16(dst + i * TPT * 16, src + i * TPT * 8, bytes);
+        if (NPIECE % TPT == 0 || col0 + i * TPT < NPIECE)
+            kdt_cp_async16(dst + i * TPT * 16, src + i * TPT * EPC, bytes);
 }
 
-/* Phase 1: the block's Q tile (rows m0.., padding rows zero) through the
- * ring into this warp's A fragments, kept for the whole block: the
- * group's two m16 tiles (rows 32 g .. 32 g + 31), dims QDIMS q ..
- * QDIMS q + QDIMS - 1. */
+/* The block's Q tile (bf16, rows m0.., padding rows zero) into the ring
+ * (rows ROW_BYTES apart), landed and visible to the block. */
 static __device__ __forceinline__ void
-load_q(uint32_t (&qa)[2][KSTEPS][4], const kdt_verify_attn_params &p,
-       const va_block &b, uint32_t ring, int tid, int g, int q, int lane)
+stage_q(const kdt_verify_attn_params &p, const va_block &b, uint32_t ring,
+        int tid)
 {
     const uint16_t *qp = p.q + (b.req_row0 + b.m0) * D_QK;
     for (int c = tid; c < BM * CHUNKS; c += NTHREADS) {
@@ -130,6 +135,16 @@ load_q(uint32_t (&qa)[2][KSTEPS][4], const kdt_verify_attn_params &p,
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
     __syncthreads();
+}
+
+/* Phase 1: the block's Q tile through the ring into this warp's A
+ * fragments, kept for the whole block: the group's two m16 tiles (rows
+ * 32 g .. 32 g + 31), dims QDIMS q .. QDIMS q + QDIMS - 1. */
+static __device__ __forceinline__ void
+load_q(uint32_t (&qa)[2][KSTEPS][4], const kdt_verify_attn_params &p,
+       const va_block &b, uint32_t ring, int tid, int g, int q, int lane)
+{
+    stage_q(p, b, ring, tid);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
         const uint32_t arow = ring
@@ -142,6 +157,19 @@ load_q(uint32_t (&qa)[2][KSTEPS][4], const kdt_verify_attn_params &p,
     __syncthreads(); /* from here the ring belongs to the KV tiles */
 }
 
+/* A half tile's S accumulators, cleared. */
+static __device__ __forceinline__ void
+zero_s(float (&s)[2][2][4])
+{
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                s[mt][n][e] = 0.f;
+}
+
 /* Phase 2a, S: this warp's partial S of half h of the tile (tokens
  * 16 h .. 16 h + 15, two n8 tiles) for the group's 32 rows (two m16
  * tiles) over its quarter of the dims: four independent accumulator
@@ -151,13 +179,7 @@ static __device__ __forceinline__ void
 qk_half(float (&s)[2][2][4], const uint32_t (&qa)[2][KSTEPS][4],
         uint32_t krow, int h)
 {
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                s[mt][n][e] = 0.f;
+    zero_s(s);
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
         uint32_t kb[4];
@@ -239,7 +261,9 @@ gather_s(float (&x)[NTN][2], const float (&own)[NHALF][2][2],
 /* Phase 2d, the online softmax of tile t for this lane's row `row` of the
  * block (its octet's row lane / 4): scales to log2 units, masks (tail
  * tiles only), moves the lazy maximum, and returns the rescale factor of
- * the row's O; x becomes P. */
+ * the row's O; x becomes P, times 2^P_SHIFT (the f16 weights of an e4m3
+ * cache's bf16 arithmetic, below; the row sum is in the same units). */
+template <int P_SHIFT = 0>
 static __device__ __forceinline__ float
 softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
             const va_block &b, const uint32_t *__restrict__ anc, int row,
@@ -281,7 +305,9 @@ softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
         l_part *= alpha;
     }
     /* m_ref = -inf means every x so far is -inf: p = 0, not NaN */
-    const float mu = m_ref == kdt_neg_inf() ? 0.f : m_ref;
+    float mu = m_ref == kdt_neg_inf() ? 0.f : m_ref;
+    if constexpr (P_SHIFT != 0)
+        mu -= (float)P_SHIFT;
 #pragma unroll
     for (int n = 0; n < NTN; ++n)
 #pragma unroll
@@ -293,22 +319,66 @@ softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
 }
 
 /* Phase 2e, P out: this warp's octet of P (its 8 rows x the tile's 32
- * tokens, bf16) as the B fragments of PV's k16 steps: for step kk the
+ * tokens, bf16, or f16 when F16) as the B fragments of PV's k16 steps: for step kk the
  * lane's row lane / 4, tokens 16 kk + 2 (lane % 4) + {0, 1} (n8 tile
  * 2 kk) and + 8 (n8 tile 2 kk + 1), exactly the pairs this lane holds;
  * then its rows' alpha.  Into its own mailbox: it has read its partials,
  * and nobody else reads the mailbox before the group's P barrier. */
+template <bool F16 = false>
 static __device__ __forceinline__ void
 publish_p(unsigned char *mybox, const float (&x)[NTN][2], float alpha,
           int lane)
 {
+    auto pack = [](float lo, float hi) {
+        if constexpr (F16)
+            return kdt_pack_f16x2(lo, hi);
+        else
+            return kdt_pack_bf16x2(lo, hi);
+    };
 #pragma unroll
     for (int kk = 0; kk < KK; ++kk)
         *(uint2 *)(mybox + (kk * 32 + lane) * 8) =
-            make_uint2(kdt_pack_bf16x2(x[2 * kk][0], x[2 * kk][1]),
-                       kdt_pack_bf16x2(x[2 * kk + 1][0], x[2 * kk + 1][1]));
+            make_uint2(pack(x[2 * kk][0], x[2 * kk][1]),
+                       pack(x[2 * kk + 1][0], x[2 * kk + 1][1]));
     if ((lane & 3) == 0)
         ((float *)(mybox + P_ALPHA))[lane >> 2] = alpha;
+}
+
+/* The lazy rescale of O^T (after the group's P barrier): each octet's
+ * rows by their alphas (1 on almost every tile), skipped when the whole
+ * warp's are 1.  Returns whether it rescaled (the same in every lane). */
+static __device__ __forceinline__ bool
+rescale_o(float (&o)[NDM][4][4], const unsigned char *gbox, int lane)
+{
+    float2 a[4];
+#pragma unroll
+    for (int oc = 0; oc < 4; ++oc)
+        a[oc] = *(const float2 *)(gbox + oc * BOX + P_ALPHA
+                                  + 8 * (lane & 3));
+    bool rescale = false;
+#pragma unroll
+    for (int oc = 0; oc < 4; ++oc)
+        rescale |= a[oc].x != 1.f || a[oc].y != 1.f;
+    if (!__any_sync(0xffffffffu, rescale))
+        return false;
+#pragma unroll
+    for (int dm = 0; dm < NDM; ++dm)
+#pragma unroll
+        for (int oc = 0; oc < 4; ++oc) {
+            o[dm][oc][0] *= a[oc].x; o[dm][oc][1] *= a[oc].y;
+            o[dm][oc][2] *= a[oc].x; o[dm][oc][3] *= a[oc].y;
+        }
+    return true;
+}
+
+/* The group's four octets of P as B fragments: entry `i` (8 bytes) of
+ * each mailbox's P. */
+static __device__ __forceinline__ void
+p_fragments(uint2 (&pb)[4], const unsigned char *gbox, int i)
+{
+#pragma unroll
+    for (int oc = 0; oc < 4; ++oc)
+        pb[oc] = *(const uint2 *)(gbox + oc * BOX + i * 8);
 }
 
 /* Phase 2f, PV, after the group's P barrier, computed transposed: O^T
@@ -324,30 +394,11 @@ static __device__ __forceinline__ void
 pv_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
         int lane)
 {
-    float2 a[4];
-#pragma unroll
-    for (int oc = 0; oc < 4; ++oc)
-        a[oc] = *(const float2 *)(gbox + oc * BOX + P_ALPHA
-                                  + 8 * (lane & 3));
-    bool rescale = false;
-#pragma unroll
-    for (int oc = 0; oc < 4; ++oc)
-        rescale |= a[oc].x != 1.f || a[oc].y != 1.f;
-    if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-        for (int dm = 0; dm < NDM; ++dm)
-#pragma unroll
-            for (int oc = 0; oc < 4; ++oc) {
-                o[dm][oc][0] *= a[oc].x; o[dm][oc][1] *= a[oc].y;
-                o[dm][oc][2] *= a[oc].x; o[dm][oc][3] *= a[oc].y;
-            }
-    }
+    rescale_o(o, gbox, lane);
 #pragma unroll
     for (int kk = 0; kk < KK; ++kk) {
         uint2 pb[4];
-#pragma unroll
-        for (int oc = 0; oc < 4; ++oc)
-            pb[oc] = *(const uint2 *)(gbox + oc * BOX + (kk * 32 + lane) * 8);
+        p_fragments(pb, gbox, kk * 32 + lane);
 #pragma unroll
         for (int dm = 0; dm < NDM; ++dm) {
             uint32_t va[4];
@@ -359,10 +410,16 @@ pv_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
     }
 }
 
+#include "verify_attn_mma_e4m3.cuh"
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
     extern __shared__ __align__(128) unsigned char smem[];
+    if constexpr (KV_E4M3) { /* verify_attn_mma_e4m3.cuh */
+        va_mma_kv8(p, smem);
+        return;
+    }
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     va_block b;
     if (!va_block_begin<BM, BN, NTHREADS>(b, p, false))

@@ -3,7 +3,9 @@
  *  - compile-only builds (kdtree_compile, NVRTC) for sm_90a (the wgmma
  *    body Hopper runs), sm_90 and sm_120 (the mma.sync body) at the
  *    extremes of H, PAGE and N_MAX, so CI catches a shape NVRTC rejects
- *    (or a register spill turned error);
+ *    (or a register spill turned error); the mma.sync body over an e4m3
+ *    cache in both arithmetics for sm_89 (the oldest part it serves),
+ *    sm_90 and sm_120;
  *  - the split rule and workspace size on a runtime that only pretends to
  *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
  *    function of the shape and the device, the unsplit case needing none.
@@ -49,6 +51,27 @@ START_TEST(compile_extremes)
     ck_assert_int_eq(kdtree_compile(NULL, "sm_90", "verify_attn",
                                     "H=8,PAGE=64,N_MAX=1026"),
                      KDTREE_ERROR_SHAPE);
+}
+END_TEST
+
+/* The mma.sync body over an e4m3 cache, both arithmetics, at the same
+ * extremes (each shape class: H 1 to 128, PAGE 1 to 256, N_MAX 1 to
+ * 1025), where it runs: every sm_89-or-newer target but sm_90a. */
+START_TEST(compile_e4m3)
+{
+    static const char *const arch[] = {"sm_89", "sm_90", "sm_120"};
+    static const char *const kinds[] = {",KV=e4m3,MATH=bf16",
+                                        ",KV=e4m3,MATH=e4m3"};
+    char shape[96];
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < 2; k++)
+            for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                snprintf(shape, sizeof shape, "%s%s", shapes[i], kinds[k]);
+                int st = kdtree_compile(NULL, arch[a], "verify_attn", shape);
+                ck_assert_msg(st == KDTREE_OK, "%s verify_attn %s: %s: %s",
+                              arch[a], shape, kdtree_status_name(st),
+                              kdtree_last_error());
+            }
 }
 END_TEST
 
@@ -212,6 +235,7 @@ suite(void)
     /* NVRTC on a 2-core CI machine: seconds a kernel. */
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, compile_extremes);
+    tcase_add_test(tc, compile_e4m3);
     tcase_add_test(tc, split_rule);
     tcase_add_test(tc, cluster_rule);
     tcase_add_test(tc, size_fixes_target);

@@ -502,6 +502,44 @@ START_TEST(verify_attn_mma_launch)
 }
 END_TEST
 
+/* The mma.sync body over an e4m3 cache: its own plan's shared memory
+ * (kdt_attn_mma_kv8_smem, more than the bf16 one's), the cache's scale in
+ * the parameters; a device that gives less: KDTREE_ERROR_ARCH. */
+START_TEST(verify_attn_mma_e4m3_launch)
+{
+    static const int64_t vals[5] = {8, 64, 65, KDTREE_KV_E4M3,
+                                    KDTREE_ATTN_MATH_E4M3};
+    const unsigned tiles = (65 * 8 + KDT_ATTN_BM - 1) / KDT_ATTN_BM;
+    kdtree_attn attn = {.q = DP(1), .o = DP(2), .n_heads = 8,
+                        .scale = 0.07f, .math = KDTREE_ATTN_MATH_E4M3};
+    kdtree_tree tree = {.n_nodes = DP(5), .anc_mask = DP(6),
+                        .n_requests = 1, .n_max = 65};
+    kdtree_requests req = {.past_len = DP(7), .n_requests = 1};
+    kdtree_kv_cache kv = {.data = DP(8), .block_table = DP(9),
+                          .page_size = 64, .max_pages = 66,
+                          .dtype = KDTREE_KV_E4M3, .scale = 0.5f};
+    ck_assert_int_gt(KDT_ATTN_KV8_SMEM, KDT_ATTN_SMEM);
+    pretend("sm_120", KDT_KERNEL_VERIFY_ATTN, vals, 5, KDT_ATTN_KV8_SMEM);
+    kdt_verify_attn_splits_override = 1;
+    param_size = sizeof(kdt_verify_attn_params);
+    ck_assert_int_eq(kdtree_verify_attn(&rt, &attn, &tree, &req, &kv,
+                                        STREAM), KDTREE_OK);
+    ck_assert_int_eq(n_recs, 1);
+    check_rec(&recs[0], FN0, tiles, 1, 1, KDT_ATTN_THREADS,
+              KDT_ATTN_KV8_SMEM);
+    kdt_verify_attn_params p;
+    memcpy(&p, recs[0].params, sizeof p);
+    ck_assert(p.kv_scale == 0.5f);
+
+    entry.max_dynamic_smem = KDT_ATTN_KV8_SMEM - 1;
+    n_recs = 0;
+    ck_assert_int_eq(kdtree_verify_attn(&rt, &attn, &tree, &req, &kv,
+                                        STREAM), KDTREE_ERROR_ARCH);
+    ck_assert_int_eq(n_recs, 0);
+    kdt_verify_attn_splits_override = 0;
+}
+END_TEST
+
 /* The same target, fixed at creation or chosen on first use, gives the
  * same body: a runtime without one, in a process without NVRTC, builds
  * for the device's own cubin target (sm_90a on Hopper: the wgmma
@@ -532,6 +570,7 @@ suite(void)
     tcase_add_test(t, draft_topk_launch);
     tcase_add_test(t, verify_attn_wgmma_launch);
     tcase_add_test(t, verify_attn_mma_launch);
+    tcase_add_test(t, verify_attn_mma_e4m3_launch);
     tcase_add_test(t, verify_attn_target_on_first_use);
     suite_add_tcase(s, t);
     return s;

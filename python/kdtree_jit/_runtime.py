@@ -901,9 +901,10 @@ class Runtime(object):
         (its n_nodes int32 [R] and anc_mask int32/uint32 [R, N_MAX,
         ceil(N_MAX/32)] are read); workspace uint8 [bytes] of at least
         verify_attn_workspace_size() (verify_attn_workspace() makes one),
-        or None: one allocated for the call; math "bf16" (an e4m3 cache
-        widened to bf16 on chip) or "e4m3" (FP8 tensor-core math, an e4m3
-        cache only; docs/contract.md §3 gives both error bounds).
+        or None: one allocated for the call; math "bf16" (16-bit tensor
+        cores, an e4m3 cache widened on chip) or "e4m3" (FP8 tensor-core
+        math, an e4m3 cache only; docs/contract.md §3 gives both error
+        bounds).
         Returns Attn(o bfloat16 [R, N_MAX, H, 512], lse float32
         [R, N_MAX, H] or None)."""
         if scale.__class__ is not float or kv_scale.__class__ is not float \

@@ -10,7 +10,8 @@
 # H_PAGE_NMAX, or H_PAGE_NMAX_e4m3_MATH for an e4m3 cache (-DKDT_KV=1)
 # in either arithmetic (MATH bf16 or e4m3: -DKDT_MATH=0 or 1), its cases
 # with the cache's scale after an @; the bodies of E4M3_BODIES (default
-# none: a body joins when it reads an e4m3 cache) run those.
+# "mma": the wgmma body joins when it reads an e4m3 cache) run those
+# (E4M3_SHAPES, when set, replaces their list).
 #
 # Default kernel: kernels_src/verify_attn.cu with the headers beside it
 # (a KERNEL.cu elsewhere may bring its own .cuh and .h files; the rest
@@ -22,8 +23,10 @@
 # shared memory as it is then; eager: at issue), paired.  Shapes: mma.sync
 # H 1..8, rows 1..17 (and 33), past 0..200, PAGE 1 and 16; wgmma H 1..16,
 # rows 1..65, past 0..300, PAGE 1, 16 and 64, negative scales, and splits
-# as clusters (merged in the cluster); shuffled pages, several requests,
-# splits 1..5 (the merge kernel).  QUICK=1: two shapes a body, lazy only.
+# as clusters (merged in the cluster); an e4m3 cache H 1..128, rows 1..513,
+# past 0..300, PAGE 1, 16 and 64, cache scales 0.25..3; shuffled pages,
+# several requests, splits 1..5 (the merge kernel).  QUICK=1: two shapes
+# a body (and two e4m3 ones), lazy only.
 # The race checker (tools/dev/emu/emu_race.h) is on in every run.
 #
 # --mutants: the test must be able to fail.  Runs QUICK on deliberately
@@ -67,6 +70,13 @@ cases() {
     *_2_16_33_e4m3_bf16) echo "1:0.2:51:48/33@1.5 3:1.5:52:7/20,0/33";;
     *_2_16_33_e4m3_e4m3) echo "1:0.2:53:260/33@1.5 3:1.5:54:7/20,0/33";;
     *_8_1_1_e4m3_bf16) echo "1:0.5:55:0/1,64/1,65/1@0.8 2:0.5:56:130/1";;
+    *_1_1_1_e4m3_*) echo "1:0.0722:61:0/1,5/1@0.5 3:1.0:62:300/1";;
+    *_128_1_1_e4m3_*) echo "1:0.0722:63:70/1@2 2:0.5:64:40/1,0/0";;
+    *_64_16_1_e4m3_*) echo "1:0.0722:70:200/1@0.9 2:-2.0:71:17/1";;
+    *_16_64_65_e4m3_*) echo "1:0.0722:65:100/65,0/7@0.8";;
+    *_8_1_65_e4m3_*) echo "1:0.1:69:33/65,1/20@1.2";;
+    *_1_16_257_e4m3_*) echo "1:0.0722:66:20/257@1.5 2:0.3:67:0/100";;
+    *_1_64_513_e4m3_*) echo "1:0.0722:68:64/513@0.7";;
     wgmma_8_16_17) echo "1:0.0722:1:40/17 1:0.5:21:300/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 -2:-0.7:4:300/17 -4:1.0:5:300/17,5/3 5:0.3:6:100/3";;
     wgmma_1_1_65) echo "1:0.1:7:0/65,63/65,64/1 1:1.0:8:250/65,1/2 2:1.0:21:300/65 -3:0.5:9:230/64";;
     wgmma_16_64_33) echo "1:0.0722:10:64/33,127/1 -2:-0.3:11:200/33 3:0.3:12:5/20,0/0";;
@@ -80,7 +90,12 @@ SHAPES_wgmma="8_16_17 1_1_65 16_64_33 3_16_5 8_1_1 2_64_40"
 # an e4m3 cache, both arithmetics (the bodies of E4M3_BODIES)
 SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3 1_1_17_e4m3_bf16
     1_1_17_e4m3_e4m3 3_16_5_e4m3_e4m3 2_16_33_e4m3_bf16 2_16_33_e4m3_e4m3
-    8_1_1_e4m3_bf16"
+    8_1_1_e4m3_bf16 1_1_1_e4m3_bf16 1_1_1_e4m3_e4m3 128_1_1_e4m3_bf16
+    128_1_1_e4m3_e4m3 64_16_1_e4m3_bf16 64_16_1_e4m3_e4m3
+    16_64_65_e4m3_bf16 16_64_65_e4m3_e4m3 8_1_65_e4m3_bf16
+    8_1_65_e4m3_e4m3 1_16_257_e4m3_bf16 1_16_257_e4m3_e4m3
+    1_64_513_e4m3_bf16 1_64_513_e4m3_e4m3"
+SHAPES_e4m3=${E4M3_SHAPES:-$SHAPES_e4m3}
 MODES_mma="lazy eager"
 MODES_wgmma="lazy,lazy eager,eager"
 if [ "${QUICK:-0}" = 1 ]; then
@@ -88,7 +103,7 @@ if [ "${QUICK:-0}" = 1 ]; then
     SHAPES_wgmma="8_16_17 1_1_65" MODES_wgmma=lazy,lazy
     SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3"
 fi
-E4M3_BODIES=${E4M3_BODIES:-}
+E4M3_BODIES=${E4M3_BODIES:-mma}
 for body in $E4M3_BODIES; do
     eval "SHAPES_$body=\"\$SHAPES_$body \$SHAPES_e4m3\""
 done
@@ -134,13 +149,15 @@ if [ $MUTANTS = 1 ]; then
         list=$here/attn_mutants.txt
         [ "$body" = wgmma ] && list=$here/attn_wgmma_mutants.txt
         # FILE|sed expression: each must break the kernel.  FILE: a file
-        # of the kernel's source dir; cu, body and cuh name the kernel,
-        # the mma.sync body and kdt_mma.cuh.
+        # of the kernel's source dir; cu, body, e4m3, cuh and fp8 name the
+        # kernel, the mma.sync body, its e4m3 part, kdt_mma.cuh and
+        # kdt_fp8.cuh.
         while IFS='|' read -r f expr; do
             case $f in ""|"#"*) continue;; esac
             case $f in
             cu) f=kernel.cu;; body) f=verify_attn_mma.cuh;;
-            cuh) f=kdt_mma.cuh;;
+            e4m3) f=verify_attn_mma_e4m3.cuh;;
+            cuh) f=kdt_mma.cuh;; fp8) f=kdt_fp8.cuh;;
             esac
             n=$((n + 1))
             rm -rf "$tmp/ms"; cp -r "$tmp/orig" "$tmp/ms"

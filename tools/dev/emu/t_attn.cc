@@ -46,15 +46,16 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 #include "ref/verify_attn.h"
 
 // The launch geometry as the library takes it (src/kernels/verify_attn.c):
-// kdt_attn_tiles.h's numbers of the body that KDT_ATTN_WGMMA selects.
+// kdt_attn_tiles.h's numbers of the body that KDT_ATTN_WGMMA selects, and
+// of the cache's type.
 #if KDT_ATTN_WGMMA
 #define VA_BM KDT_ATTN_WG_BM
 #define VA_THREADS KDT_ATTN_WG_THREADS
-#define VA_SMEM KDT_ATTN_WG_SMEM
+#define VA_SMEM KDT_ATTN_WG_SMEM /* an e4m3 cache: the wgmma body's plan to name */
 #else
 #define VA_BM KDT_ATTN_BM
 #define VA_THREADS KDT_ATTN_THREADS
-#define VA_SMEM KDT_ATTN_SMEM
+#define VA_SMEM KDT_ATTN_MMA_SMEM(KDT_KV)
 #endif
 
 // A random cache element: bf16 in [-1, 1), or an e4m3 code of such a
