@@ -5,7 +5,10 @@
  * page edges, shuffled pages, mixed batches, random trees and trees built
  * by the reference build_ddtree, the split and unsplit paths (and more
  * splits than KV tiles), padded rows, lse = NULL, a non-default stream,
- * and the workspace checks.  Exits 77 without a GPU.
+ * and the workspace checks; and an FP8 (e4m3) cache in both arithmetics
+ * (MATH = bf16 and e4m3) at PAGE = 1 (SGLang's token pool) and other
+ * pages, scaled and unscaled, over the same classes.  Exits 77 without a
+ * GPU.
  *
  * Tolerance, per output element:
  *     |o - o_ref| <= 2^-7 (|o_ref| + max|v|)
@@ -20,6 +23,38 @@
  * must be within 1e-3 (1 + |lse_ref|): only f32 rounding and ex2.approx
  * enter it (P's bf16 rounding does not: the sum uses the f32 weights).
  * Outputs are poisoned with NaN first, so an element never written fails.
+ *
+ * An e4m3 cache (docs/contract.md §3), against ref_verify_attn_kv over
+ * the dequantized cache (kv_scale x e4m3 value; its codes include
+ * subnormals and zeros), with max|v| the largest dequantized |v|:
+ *  - MATH = bf16: the bf16 cache's tolerance above, with that max|v|.
+ *  - MATH = e4m3: the contract's bound, per element
+ *        |o - o_ref| <= |o_q - o_ref| + max|v| 2 beta / (1 - beta)
+ *                       + 2^-8 (|o_ref| + max|v|)
+ *    (o_q: ref_verify_attn_qe4m3, each query row quantized as the kernel
+ *    does it; beta = 2^-4 + 2^-10 n / S0 from the row's n visible
+ *    positions and S0 = sum 2^(x_j - max x)), and lse within |lse_q -
+ *    lse_ref| + beta / (1 - beta) + 1e-3 (1 + |lse_ref|).  That bound is
+ *    a worst case (about 0.13 max|v|); each row's root-mean-square error
+ *    over its 512 columns is also held to the typical error of P's
+ *    rounding, derived here.  A weight p_j <= 256 rounds to p_j + e_j,
+ *    |e_j| at most half an e4m3 step: 2^-4 p_j (normal range) or 2^-10
+ *    (subnormal).  Rounding to nearest makes e_j spread over that
+ *    interval with no preferred sign, so E e_j^2 <= (2^-8 p_j^2 +
+ *    2^-20) / 3 (a uniform spread's variance), independently for
+ *    different j.  o is sum (p_j + e_j) v_j / sum (p_j + e_j), so o - o_q
+ *    = sum e_j (v_j - o_q) / S' (S' the rounded sum, >= S (1 - beta)):
+ *    each column's error has mean ~0 and variance <= (2 max|v|)^2 sum E
+ *    e_j^2 / S^2.  With p_j = c 2^(x_j - max x), c >= 1 (the lazy
+ *    maximum never exceeds the row's), sum p_j^2 / S^2 = S2 / S0^2 (S2 =
+ *    sum 2^(2 (x_j - max x))) and n / S^2 <= n / S0^2, so
+ *        sigma = 2 max|v| sqrt((2^-8 S2 + 2^-20 n) / 3) / S0
+ *    bounds each column's standard deviation, and the mean square over
+ *    512 columns has expectation <= sigma^2.  The test allows an RMS of
+ *        rms(o_q - o_ref) + 4 sigma + 2^-8 (rms(o_ref) + max|v|)
+ *    (4 sigma: 16 times the expected mean square; when one weight
+ *    dominates, |e| <= sqrt(3) sigma already).  ref_verify_attn_qe4m3
+ *    gives each row's n, S0 and S2.
  */
 #include <check.h>
 #include <math.h>
@@ -53,6 +88,15 @@ typedef struct prob {
     uint16_t *q, *kv;
     uint32_t *mask;
     float *ro, *rl; /* the reference, computed once */
+    /* an e4m3 cache (prob_e4m3): its codes, scale and arithmetic, its
+     * largest |dequantized value|, and for MATH = e4m3 o_q, lse_q and
+     * each row's n, S0, S2 (ref_verify_attn_qe4m3) */
+    int32_t kv_dtype, math;
+    float kv_scale;
+    uint8_t *kv8;
+    double vmax;
+    float *rq, *rlq;
+    double *st;
 } prob;
 
 static uint64_t seed = 0x1234567887654321ull;
@@ -138,6 +182,29 @@ prob_init(prob *p, int R, int H, int N, int page, const int *past,
         p->kv[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
     for (size_t i = 0; i < nq; i++)
         p->q[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
+    p->vmax = 1.0; /* the bf16 values lie in [-1, 1) */
+}
+
+/* Turns p's cache into e4m3 codes of values in [-1, 1) worth kv_scale
+ * times each (one code in 64 zero, one in 8 of the rest 2^-8 smaller:
+ * subnormal codes), read through the arithmetic `math`. */
+static void
+prob_e4m3(prob *p, int math, float kv_scale)
+{
+    size_t nkv = (size_t)p->n_pages * p->page * D_QK;
+    p->kv_dtype = KDTREE_KV_E4M3;
+    p->math = math;
+    p->kv_scale = kv_scale;
+    p->kv8 = malloc(nkv);
+    p->vmax = 0.0;
+    for (size_t i = 0; i < nkv; i++) {
+        float x = ref_attn_randf(&seed);
+        uint64_t k = ref_attn_rand(&seed) % 64;
+        p->kv8[i] = k == 0 ? 0 : ref_f32_to_e4m3(k % 8 == 1 ? x * 0x1p-8f : x);
+        double v = fabs((double)kv_scale * ref_e4m3_to_f32(p->kv8[i]));
+        if (v > p->vmax)
+            p->vmax = v;
+    }
 }
 
 static void
@@ -151,6 +218,10 @@ prob_free(prob *p)
     free(p->mask);
     free(p->ro);
     free(p->rl);
+    free(p->kv8);
+    free(p->rq);
+    free(p->rlq);
+    free(p->st);
 }
 
 /* Runs the kernel with `splits` (0 = the library's choice; < 0: -splits
@@ -166,24 +237,42 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
 {
     int R = p->R, H = p->H, N = p->N, W = (N + 31) / 32;
     size_t rows = (size_t)R * N * H;
+    const int e4m3 = p->kv_dtype == KDTREE_KV_E4M3;
+    const int qe4m3 = p->math == KDTREE_ATTN_MATH_E4M3;
+    const void *kvh = e4m3 ? (const void *)p->kv8 : (const void *)p->kv;
+    const size_t kv_bytes =
+        (e4m3 ? 1 : 2) * (size_t)p->n_pages * p->page * D_QK;
     if (!p->ro) {
         p->ro = malloc(sizeof(float) * rows * D_V);
         p->rl = malloc(sizeof(float) * rows);
-        ref_verify_attn(p->ro, p->rl, p->q, p->kv, p->bt, p->past, p->nn,
-                        p->mask, R, H, N, p->page, p->max_pages, p->scale);
+        ref_verify_attn_kv(p->ro, p->rl, p->q, kvh, p->kv_dtype,
+                           e4m3 ? p->kv_scale : 1.f, p->bt, p->past, p->nn,
+                           p->mask, R, H, N, p->page, p->max_pages,
+                           p->scale);
+        if (qe4m3) {
+            p->rq = malloc(sizeof(float) * rows * D_V);
+            p->rlq = malloc(sizeof(float) * rows);
+            p->st = malloc(sizeof(double) * 3 * rows);
+            ref_verify_attn_qe4m3(p->rq, p->rlq, p->st, p->q, kvh,
+                                  p->kv_dtype, p->kv_scale, p->bt, p->past,
+                                  p->nn, p->mask, R, H, N, p->page,
+                                  p->max_pages, p->scale);
+        }
     }
     kdtree_runtime *rt = gpu_runtime();
     kdt_verify_attn_splits_override = splits;
     uint64_t ws_bytes = 0;
-    kdtree_attn at = {.n_heads = H, .scale = p->scale};
+    kdtree_attn at = {.n_heads = H, .scale = p->scale, .math = p->math};
     kdtree_tree tree = {.n_requests = R, .n_max = N};
-    kdtree_kv_cache kvc = {.page_size = p->page, .max_pages = p->max_pages};
+    kdtree_kv_cache kvc = {.page_size = p->page, .max_pages = p->max_pages,
+                           .dtype = p->kv_dtype,
+                           .scale = e4m3 ? p->kv_scale : 0.f};
     int st = kdtree_verify_attn_workspace_size(&ws_bytes, rt, &at, &tree,
                                                &kvc);
     ck_assert_msg(st == 0, "%s: workspace_size: %s", what,
                   kdtree_last_error());
     uint64_t q = gpu_upload(p->q, 2 * (size_t)R * N * H * D_QK);
-    uint64_t kv = gpu_upload(p->kv, 2 * (size_t)p->n_pages * p->page * D_QK);
+    uint64_t kv = gpu_upload(kvh, kv_bytes);
     uint64_t bt = gpu_upload(p->bt, 4 * (size_t)R * p->max_pages);
     uint64_t pl = gpu_upload(p->past, 4 * (size_t)R);
     uint64_t nn = gpu_upload(p->nn, 4 * (size_t)R);
@@ -226,32 +315,68 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
         gpu_download(lse, ld, 4 * rows);
 
     long bad = 0;
-    double maxerr = 0;
+    double maxerr = 0, maxrms = 0; /* maxrms: of RMS / its bound */
+    const double vmax = p->vmax;
     for (size_t i = 0; i < rows; i++) {
         int node = (int)(i / H % N), r = (int)(i / ((size_t)N * H));
         int padded = node >= p->nn[r];
+        /* MATH = e4m3: the row's beta and sigma (the header) */
+        double beta = 0, sigma = 0, se = 0, sq = 0, sr = 0;
+        if (qe4m3 && !padded) {
+            const double n = p->st[3 * i], s0 = p->st[3 * i + 1],
+                         s2 = p->st[3 * i + 2];
+            beta = 0x1p-4 + 0x1p-10 * n / s0;
+            sigma = 2 * vmax * sqrt((0x1p-8 * s2 + 0x1p-20 * n) / 3) / s0;
+        }
         for (int c = 0; c < D_V; c++) {
             double g = ref_bf16_to_f32(o[i * D_V + c]);
             double ref = p->ro[i * D_V + c];
             double e = fabs(g - ref);
-            int ok = padded ? g == 0.0 : e <= (fabs(ref) + 1.0) / 128.0;
+            double tol = (fabs(ref) + vmax) / 128.0;
+            if (qe4m3 && !padded) {
+                double eq = fabs((double)p->rq[i * D_V + c] - ref);
+                tol = eq + vmax * 2 * beta / (1 - beta) +
+                      (fabs(ref) + vmax) / 256.0;
+                se += e * e;
+                sq += eq * eq;
+                sr += ref * ref;
+            }
+            int ok = padded ? g == 0.0 : e <= tol;
             if (!ok && bad++ < 5)
                 fprintf(stderr, "%s: o r=%d node=%d head=%d col=%d: got %g "
                         "want %g\n", what, r, node, (int)(i % H), c, g, ref);
             if (!padded && (e > maxerr || e != e))
                 maxerr = e;
         }
+        if (qe4m3 && !padded) {
+            double rms = sqrt(se / D_V);
+            double lim = sqrt(sq / D_V) + 4 * sigma +
+                         (sqrt(sr / D_V) + vmax) / 256.0;
+            if (!(rms <= lim) && bad++ < 5)
+                fprintf(stderr, "%s: o r=%d node=%d head=%d: RMS error %g "
+                        "over its typical bound %g\n", what, r, node,
+                        (int)(i % H), rms, lim);
+            if (!(rms / lim <= maxrms))
+                maxrms = rms / lim;
+        }
         if (with_lse) {
             double g = lse[i], ref = p->rl[i];
-            int ok = padded ? (isinf(g) && g < 0)
-                            : fabs(g - ref) <= 1e-3 * (1 + fabs(ref));
+            double ltol = 1e-3 * (1 + fabs(ref));
+            if (qe4m3 && !padded)
+                ltol += fabs((double)p->rlq[i] - ref) + beta / (1 - beta);
+            int ok = padded ? (isinf(g) && g < 0) : fabs(g - ref) <= ltol;
             if (!ok && bad++ < 5)
                 fprintf(stderr, "%s: lse r=%d node=%d head=%d: got %g want "
                         "%g\n", what, r, node, (int)(i % H), g, ref);
         }
     }
-    fprintf(stderr, "%s: H=%d PAGE=%d N_MAX=%d R=%d splits=%d: max |err| "
-            "%.3g, %ld bad\n", what, H, p->page, N, R, splits, maxerr, bad);
+    fprintf(stderr, "%s: H=%d PAGE=%d N_MAX=%d R=%d KV=%s MATH=%s "
+            "kv_scale=%g splits=%d: max |err| %.3g (max|v| %.3g)", what, H,
+            p->page, N, R, e4m3 ? "e4m3" : "bf16", qe4m3 ? "e4m3" : "bf16",
+            e4m3 ? p->kv_scale : 1.0, splits, maxerr, vmax);
+    if (qe4m3)
+        fprintf(stderr, ", worst row RMS at %.2f of its bound", maxrms);
+    fprintf(stderr, ", %ld bad\n", bad);
     gpu_free(q);
     gpu_free(kv);
     gpu_free(bt);
@@ -483,6 +608,103 @@ START_TEST(no_lse_stream)
 }
 END_TEST
 
+/* ---- an e4m3 cache, both arithmetics ------------------------------------ */
+
+static const int maths[] = {KDTREE_ATTN_MATH_BF16, KDTREE_ATTN_MATH_E4M3};
+
+/* One problem over an e4m3 cache of scale kv_scale, run in each
+ * arithmetic with each split count of `splits` (n of them). */
+static void
+check_e4m3(int R, int H, int N, int page, const int *past, const int *nn,
+           int tree, float scale, float kv_scale, const int *splits, int n,
+           const char *what)
+{
+    long bad = 0;
+    for (int m = 0; m < 2; m++) {
+        prob p;
+        prob_init(&p, R, H, N, page, past, nn, tree, scale);
+        prob_e4m3(&p, maths[m], kv_scale);
+        for (int i = 0; i < n; i++)
+            bad += run_check(&p, splits[i], 1, NULL, what);
+        prob_free(&p);
+    }
+    ck_assert_msg(bad == 0, "%s: %ld elements out of tolerance", what, bad);
+}
+
+static const int auto_split[] = {0};
+
+/* SGLang's token pool: PAGE = 1, its unscaled cache (kv_scale = 1), a
+ * long prefix, a root alone and a prefix that ends mid-tile. */
+START_TEST(e4m3_token_pool)
+{
+    int past[] = {4096, 0, 63};
+    int nn[] = {65, 1, 17};
+    check_e4m3(3, 8, 65, 1, past, nn, TREE_RANDOM, 0.0722f, 1.f, auto_split,
+               1, "e4m3 token pool");
+}
+END_TEST
+
+/* 32k positions through one row tile's accumulators (PAGE = 1). */
+START_TEST(e4m3_long_prefix)
+{
+    int past[] = {32768};
+    int nn[] = {65};
+    check_e4m3(1, 8, 65, 1, past, nn, TREE_DDTREE, 0.0722f, 0.5f, auto_split,
+               1, "e4m3 32k");
+}
+END_TEST
+
+/* vLLM's scaled cache at 16, 64 and 128 heads, pages of 64, 16 and 1. */
+START_TEST(e4m3_scaled_heads)
+{
+    int past[] = {63, 1000}, nn[] = {17, 2};
+    check_e4m3(2, 16, 17, 64, past, nn, TREE_RANDOM, 0.3f, 0.37f, auto_split,
+               1, "e4m3 H=16");
+    int past2[] = {1000, 64}, nn2[] = {17, 65};
+    check_e4m3(2, 64, 65, 16, past2, nn2, TREE_RANDOM, 0.0722f, 0.05f,
+               auto_split, 1, "e4m3 H=64");
+    int past3[] = {65, 1}, nn3[] = {17, 9};
+    check_e4m3(2, 128, 17, 1, past3, nn3, TREE_RANDOM, 0.0722f, 2.5f,
+               auto_split, 1, "e4m3 H=128");
+}
+END_TEST
+
+/* Every prefix edge with a root alone, one head, PAGE = 1; the biggest
+ * tree; DDTree-shaped trees and chains. */
+START_TEST(e4m3_trees)
+{
+    int past[] = {0, 1, 63, 64, 65, 1000}, nn[] = {1, 1, 1, 1, 1, 1};
+    check_e4m3(6, 1, 1, 1, past, nn, TREE_RANDOM, 0.1f, 1.f, auto_split, 1,
+               "e4m3 root only");
+    int past2[] = {100, 5}, nn2[] = {1025, 300};
+    check_e4m3(2, 2, 1025, 16, past2, nn2, TREE_RANDOM, 0.1f, 1.5f,
+               auto_split, 1, "e4m3 N_MAX=1025");
+    int past3[] = {4096, 1000, 0}, nn3[] = {65, 40, 65};
+    check_e4m3(3, 8, 65, 1, past3, nn3, TREE_DDTREE, 0.0722f, 1.f,
+               auto_split, 1, "e4m3 ddtree");
+    int past4[] = {100, 3}, nn4[] = {65, 9};
+    check_e4m3(2, 8, 65, 16, past4, nn4, TREE_CHAIN, 0.5f, 0.8f, auto_split,
+               1, "e4m3 chains");
+}
+END_TEST
+
+/* The unsplit path, split counts up to more splits than tiles, the
+ * library's choice and clusters where the body has them; a large scale
+ * moves the running maximum often (the rescale path, and for MATH = e4m3
+ * the rescaled row sums), and a negative one. */
+START_TEST(e4m3_splits)
+{
+    static const int sp[] = {1, 3, 64, 0, -4};
+    int past[] = {4096, 200}, nn[] = {65, 40};
+    check_e4m3(2, 8, 65, 64, past, nn, TREE_RANDOM, 4.0f, 0.8f, sp, 5,
+               "e4m3 splits");
+    static const int sp2[] = {1, 3};
+    int past2[] = {700, 64}, nn2[] = {65, 17};
+    check_e4m3(2, 8, 65, 16, past2, nn2, TREE_RANDOM, -0.3f, 1.f, sp2, 2,
+               "e4m3 negative scale");
+}
+END_TEST
+
 /* Arguments only a real runtime can judge: the workspace. */
 START_TEST(workspace_checks)
 {
@@ -548,6 +770,11 @@ suite(void)
     tcase_add_test(tc, first_launch_captured);
     tcase_add_test(tc, negative_scale);
     tcase_add_test(tc, no_lse_stream);
+    tcase_add_test(tc, e4m3_token_pool);
+    tcase_add_test(tc, e4m3_long_prefix);
+    tcase_add_test(tc, e4m3_scaled_heads);
+    tcase_add_test(tc, e4m3_trees);
+    tcase_add_test(tc, e4m3_splits);
     suite_add_tcase(s, tc);
     return s;
 }
