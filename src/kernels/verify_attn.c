@@ -39,6 +39,7 @@ static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "verify_attn_mma.cuh",
                                          "verify_attn_mma_e4m3.cuh",
                                          "verify_attn_wgmma.cuh",
+                                         "verify_attn_wgmma_ptx.cuh",
                                          "kdt_mma.cuh", "kdt_fp8.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",
                                            "kdt_verify_attn_merge", NULL};

@@ -1,0 +1,248 @@
+/*
+ * verify_attn_wgmma_ptx.cuh: the PTX the wgmma body of verify_attn is
+ * built from, as inline asm (NVRTC has no CUDA header): named barriers,
+ * the async-proxy fence, wgmma (fence, commit, wait, the shared-memory
+ * matrix descriptors and the MMAs themselves), stmatrix, and the
+ * thread-block-cluster operations of the in-cluster merge.  A part of
+ * verify_attn_wgmma.cuh, included after its constants (NTHREADS, the
+ * tile geometry); nothing here is used by another kernel.
+ */
+static __device__ __forceinline__ void
+bar_sync(int id)
+{
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
+}
+
+static __device__ __forceinline__ void
+bar_arrive(int id)
+{
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
+}
+
+/* Generic-proxy writes to shared memory (st.shared, cp.async) made visible
+ * to the async proxy that wgmma reads through. */
+static __device__ __forceinline__ void
+proxy_fence(void)
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+static __device__ __forceinline__ void
+wg_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void
+wg_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* Waits until at most N committed wgmma groups are still in flight. */
+template <int N>
+static __device__ __forceinline__ void
+wg_wait(void)
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of accumulator registers
+ * across an asynchronous wgmma (it sees the asm as reading and writing
+ * them here). */
+template <int N>
+static __device__ __forceinline__ void
+pin(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+/* Four 8x8 b16 matrices from their mma fragments (r[i]: matrix i) to
+ * shared memory; lanes 8i..8i+7 give the row addresses of matrix i. */
+static __device__ __forceinline__ void
+kdt_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
+/* Shared-memory matrix descriptor, 128-byte swizzle: start address, the
+ * leading- and stride-dimension byte offsets (all >> 4), layout type 1. */
+static __device__ __forceinline__ uint64_t
+sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4)
+           | ((uint64_t)(lbo >> 4) << 16)
+           | ((uint64_t)(sbo >> 4) << 32)
+           | (1ull << 62);
+}
+
+/* K-major operand (Q, K, P): 8-row groups 1024 B apart; the leading
+ * offset is unused with swizzling.  `addr` = block base + 32 B per k16. */
+static __device__ __forceinline__ uint64_t
+kmajor_desc(uint32_t addr)
+{
+    return sw128_desc(addr, 16, 1024);
+}
+
+/* The descriptor of the operand `bytes` further on: the start address
+ * is the low field, and no address here reaches its 14-bit limit. */
+static __device__ __forceinline__ uint64_t
+desc_add(uint64_t desc, uint32_t bytes)
+{
+    return desc + (bytes >> 4);
+}
+
+/* MN-major operand (V): 64-column blocks BLK_BYTES apart (leading), 8-token
+ * groups 1024 B apart (stride). */
+static __device__ __forceinline__ uint64_t
+vmajor_desc(uint32_t addr)
+{
+    return sw128_desc(addr, KDT_ATTN_WG_V_LBO, KDT_ATTN_WG_V_SBO);
+}
+
+/* D (64 x 64 f32) += A B^T over one k16 step: A and B both K-major in
+ * 128-byte-swizzled shared memory (the Q tile and the K tile).  `acc` = 0
+ * overwrites D (the first step of a tile). */
+static __device__ __forceinline__ void
+wg_mma_qk(float (&d)[32], uint64_t da, uint64_t db, int acc)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(acc));
+}
+
+/* D (64 x 256 f32) += A B over one k16 step: A = P, K-major (tokens are
+ * k); B = V, MN-major (imm-trans-b = 1: the V columns are contiguous in
+ * the K tile's rows, tokens are k). */
+static __device__ __forceinline__ void
+wg_mma_pv(float (&d)[128], uint64_t da, uint64_t db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, "
+        "%72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, "
+        "%88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, "
+        "%104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, "
+        "%120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
+        "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),
+        "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
+        "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),
+        "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+        "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
+        "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db));
+}
+
+/* Thread block clusters (a row tile's splits launched as one cluster of
+ * dims (1, S, 1)): its size and this block's rank, the cluster-wide
+ * barrier (release / acquire), and loads from another block's shared
+ * memory at the same offset (mapa: its address in the cluster window). */
+static __device__ __forceinline__ uint32_t
+cluster_size(void)
+{
+    uint32_t n;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    return n;
+}
+
+static __device__ __forceinline__ uint32_t
+cluster_rank(void)
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+static __device__ __forceinline__ void
+cluster_sync(void)
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ uint32_t
+cluster_addr(uint32_t addr, uint32_t rank)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(a) : "r"(addr), "r"(rank));
+    return a;
+}
+
+static __device__ __forceinline__ float
+cluster_ld(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a)
+                 : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ float4
+cluster_ld4(uint32_t a)
+{
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a)
+                 : "memory");
+    return v;
+}
