@@ -1,6 +1,7 @@
 // emu_mma.h: the warp-level instructions: ldmatrix, stmatrix, mma.sync
 // (m16n8k16 of 16-bit and m16n8k32 of 8-bit elements, f32 accumulators)
-// and the packing conversions (cvt ... x2).  Each lane posts its operands
+// and the packing conversions (cvt ... x2); and fma.rn.bf16x2, which
+// widening e4m3 to bf16 ends with.  Each lane posts its operands
 // to its warp's slots (emu_warp_post) and computes its own part of the
 // result from everyone's.
 #pragma once
@@ -105,6 +106,16 @@ static inline bool emu_ptx_warp(emu_asm_state &s, const std::string &op, const s
             s.setf(d[i], (float)(acc + c[i]));
         }
         return true;
+    }
+    // d = a b + c on each bf16 half, rounded once (subnormals kept)
+    if (op == "fma.rn.bf16x2") {
+        const uint32_t x = (uint32_t)s.get(a[1]), y = (uint32_t)s.get(a[2]), z = (uint32_t)s.get(a[3]);
+        uint32_t d = 0;
+        for (int i = 0; i < 2; i++) {
+            auto half = [&](uint32_t v) { return emu_decode(EMU_BF16, v >> (16 * i) & 0xffff); };
+            d |= emu_encode(EMU_BF16, half(x) * half(y) + half(z), false) << (16 * i);
+        }
+        s.set(a[0], d); return true;
     }
     // packing conversions: the first source goes to the high half
     if (op == "cvt.rn.bf16x2.f32" || op == "cvt.rn.f16x2.f32") {

@@ -5,9 +5,11 @@
 // ldmatrix row) is what runs here.  A template is parsed once a thread
 // (cached by its address); each statement goes to the first family that
 // knows its opcode:
-//   emu_ptx_core    registers, predicates, conversions of addresses,
-//                   cp.async, named barriers, fences, clusters (here)
-//   emu_ptx_warp    ldmatrix, stmatrix, mma.sync, packing cvt (emu_mma.h)
+//   emu_ptx_core    registers, predicates, prmt, conversions of
+//                   addresses, st.shared, cp.async, named barriers,
+//                   fences, clusters (here)
+//   emu_ptx_warp    ldmatrix, stmatrix, mma.sync, packing cvt,
+//                   fma.rn.bf16x2 (emu_mma.h)
 //   emu_ptx_wgmma   wgmma.* (emu_wgmma.h)
 // Shared addresses are offsets into the block's window (cuda_emu.h) and
 // are bounds- and alignment-checked against the launch's dynamic size.
@@ -200,6 +202,16 @@ static inline bool emu_ptx_core(emu_asm_state &s, const std::string &op, const s
         s.set(d[0], v & 0xffffu); s.set(d[1], v >> 16); return true;
     }
     if (op == "mov.u32" || op == "mov.b32") { s.set(a[0], (uint32_t)s.get(a[1])); return true; }
+    if (op == "prmt.b32") { // default mode: byte i of d is byte (c nibble i) & 7 of {b, a}; nibble bit 3 replicates its sign
+        const uint64_t ab = (uint64_t)(uint32_t)s.get(a[2]) << 32 | (uint32_t)s.get(a[1]);
+        const uint32_t c = (uint32_t)s.get(a[3]);
+        uint32_t d = 0;
+        for (int i = 0; i < 4; i++) {
+            const uint32_t n = c >> (4 * i) & 15, byte = (uint32_t)(ab >> (8 * (n & 7))) & 0xff;
+            d |= (n & 8 ? (byte & 0x80 ? 0xffu : 0u) : byte) << (8 * i);
+        }
+        s.set(a[0], d); return true;
+    }
     if (op == "bar.red.or.pred" || op == "barrier.red.or.pred") {
         s.set(a[0], emu_named_bar((int)s.get(a[1]), (int)s.get(a[2]), true, s.get(a[3]) != 0)); return true;
     }
@@ -235,6 +247,17 @@ static inline bool emu_ptx_core(emu_asm_state &s, const std::string &op, const s
             }
             emu_cp_groups.erase(emu_cp_groups.begin());
         }
+        return true;
+    }
+    if (is("st.shared.")) { // .b32, .v2.b32, .v4.b32: generic-proxy stores the race checker sees
+        const int nv = op == "st.shared.v4.b32" ? 4 : op == "st.shared.v2.b32" ? 2 : op == "st.shared.b32" ? 1 : 0;
+        if (!nv) emu_die("st.shared of a width this emulator does not know", s.stmt);
+        std::vector<std::string> v = nv > 1 ? s.vec(a[1]) : std::vector<std::string>{a[1]};
+        if ((int)v.size() != nv) emu_die("st.shared register count", s.stmt);
+        const uint32_t addr = (uint32_t)s.get(a[0]);
+        unsigned char *dst = emu_smem_ptr(addr, 4 * nv, 4 * nv);
+        emu_race_write(emu_blk->shadow, addr, 4 * nv, false, "st.shared");
+        for (int i = 0; i < nv; i++) { uint32_t x = (uint32_t)s.get(v[i]); memcpy(dst + 4 * i, &x, 4); }
         return true;
     }
     if (op == "ex2.approx.ftz.f32") { s.setf(a[0], exp2f(s.getf(a[1]))); return true; }

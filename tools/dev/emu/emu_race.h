@@ -14,9 +14,10 @@
 //    issue) must come after the last write: its clock, and for wgmma's
 //    async proxy the writer's fence.proxy.async, are in the reader's
 //    clock; a cp.async that has not completed (wait_group) is never;
-//  - a write (cp.async at issue, stmatrix) must come after the last write
-//    and after every thread's last read, and never while a wgmma that
-//    reads the chunk is in flight (issued, not waited for by all 128).
+//  - a write (cp.async at issue, stmatrix, st.shared) must come after
+//    the last write and after every thread's last read, and never while
+//    a wgmma that reads the chunk is in flight (issued, not waited for by
+//    all 128).
 // Plain C++ loads and stores of shared memory are not seen, so memory that
 // only they write is not checked (its 0x5A poison still shows).
 #pragma once

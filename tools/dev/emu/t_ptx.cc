@@ -65,6 +65,16 @@ static void t_formats() {
     float hi = 1.0f, lo = -2.0f;
     emu_asm("cvt.rn.bf16x2.f32 %0, %1, %2;", {EMU_OUT(f), EMU_IN(hi), EMU_IN(lo)});
     CHECK(f == 0x3f80c000, "cvt.rn.bf16x2.f32 = 0x%08x", f);
+    // prmt: bytes of {b, a} by selector nibble, bit 3 of a nibble
+    // replicating the byte's sign
+    uint32_t pa = 0x80ff7f01, pb = 0x44332211, sel = 0x9b40, pd = 0;
+    emu_asm("prmt.b32 %0, %1, %2, %3;", {EMU_OUT(pd), EMU_IN(pa), EMU_IN(pb), EMU_IN(sel)});
+    CHECK(pd == 0x00ff1101, "prmt.b32 = 0x%08x", pd);
+    // fma.rn.bf16x2: 2^-133 (a subnormal) x 2^120, and 3 x 1 + 2^-8 rounded
+    // once (to even: 3)
+    uint32_t fx = 0x00014040, fy = 0x7b803f80, fz = 0x80003b80, fd = 0;
+    emu_asm("fma.rn.bf16x2 %0, %1, %2, %3;", {EMU_OUT(fd), EMU_IN(fx), EMU_IN(fy), EMU_IN(fz)});
+    CHECK(fd == 0x39004040, "fma.rn.bf16x2 = 0x%08x", fd);
 }
 
 // ---- mma.sync -----------------------------------------------------------
@@ -244,7 +254,7 @@ template <class F> static void expect_die(const char *want, F fn) {
     CHECK(WIFSIGNALED(st) && err.find(want) != std::string::npos, "expected an abort with \"%s\", got status %d: %s", want, st, err.c_str());
 }
 
-enum bad_kind { BAD_NOFENCE, BAD_ACC_WRITE, BAD_RESERVED, BAD_INFLIGHT_EXIT, BAD_CP_NOWAIT, BAD_NOT_UNIFORM, BAD_STMATRIX_RACE, BAD_NO_PROXY_FENCE, BAD_DEADLOCK };
+enum bad_kind { BAD_NOFENCE, BAD_ACC_WRITE, BAD_RESERVED, BAD_INFLIGHT_EXIT, BAD_CP_NOWAIT, BAD_NOT_UNIFORM, BAD_STMATRIX_RACE, BAD_NO_PROXY_FENCE, BAD_STSHARED_NO_FENCE, BAD_DEADLOCK };
 struct bad_p { bad_kind kind; const char *tmpl; };
 // WG0 runs one wgmma over zeroed operands; WG1 only writes (the race kinds)
 static void k_bad(bad_p p) {
@@ -257,7 +267,11 @@ static void k_bad(bad_p p) {
         emu_asm("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};", {EMU_IN(addr), EMU_IN(r), EMU_IN(r), EMU_IN(r), EMU_IN(r)});
         if (p.kind == BAD_STMATRIX_RACE) emu_asm("fence.proxy.async.shared::cta;", {});
     }
-    if (p.kind == BAD_NO_PROXY_FENCE) __syncthreads();
+    if (threadIdx.x / 32 == 4 && p.kind == BAD_STSHARED_NO_FENCE) { // A's first rows
+        uint32_t addr = base + 16 * (threadIdx.x % 32), r = 0;
+        emu_asm("st.shared.v4.b32 [%0], {%1, %2, %3, %4};", {EMU_IN(addr), EMU_IN(r), EMU_IN(r), EMU_IN(r), EMU_IN(r)});
+    }
+    if (p.kind == BAD_NO_PROXY_FENCE || p.kind == BAD_STSHARED_NO_FENCE) __syncthreads();
     if (p.kind == BAD_DEADLOCK && threadIdx.x < 128) emu_asm("bar.sync 2, 256;", {}); // WG1 never comes
     if (threadIdx.x >= 128) return;
     const layout L{true, 8, 16, 1024};
@@ -298,6 +312,7 @@ static void t_errors() {
     expect_die("differs from what the warpgroup's other threads issued", [&] { run(BAD_NOT_UNIFORM); });
     expect_die("race: ", [&] { run(BAD_STMATRIX_RACE); });
     expect_die("without a fence.proxy.async", [&] { run(BAD_NO_PROXY_FENCE); });
+    expect_die("without a fence.proxy.async", [&] { run(BAD_STSHARED_NO_FENCE); });
     expect_die("deadlock", [&] { run(BAD_DEADLOCK); });
     emu_race_on = true;
     emu_launch_grid(k_bad, bad_p{(bad_kind)-1, tmpl.c_str()}, dim3e{1, 1, 1}, 256, 20000); // the same, correct, runs
