@@ -64,6 +64,42 @@ kdt_e4m3x2_to_bf16x2(uint16_t pair)
     return kdt_f16_e4m3_to_bf16(h) | kdt_f16_e4m3_to_bf16(h >> 16) << 16;
 }
 
+/* Two e4m3 bytes, in bits 8-15 and 24-31 of t, as a bf16x2, exactly.
+ * Spread into bf16's fields (the sign, then the 7 bits of exponent and
+ * mantissa 4 places lower) a byte is its value x 2^-120, subnormals
+ * included (an e4m3 subnormal m 2^-9 lands on bf16's m 2^-129); one
+ * fma.rn.bf16x2 by 2^120 (0x7b80) makes it the value, which bf16 holds
+ * exactly.  A NaN byte (magnitude 0x7f, which the spread reads as 480)
+ * gets a NaN addend instead of +0, so it stays NaN; -0 comes out +0. */
+static __device__ __forceinline__ uint32_t
+kdt_e4m3_hi_bytes_to_bf16x2(uint32_t t)
+{
+    const uint32_t mag = t & 0x7f007f00u;
+    const uint32_t spread = (mag >> 4) | (t & 0x80008000u);
+    /* a NaN's magnitude + 1 sets bit 15 of its half; prmt copies that bit
+     * over the half (selector nibbles 8 + byte: the byte's sign) */
+    uint32_t nan, r;
+    asm("prmt.b32 %0, %1, 0, 0xbb99;" : "=r"(nan) : "r"(mag + 0x01000100u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
+        : "=r"(r) : "r"(spread), "r"(0x7b807b80u), "r"(nan));
+    return r;
+}
+
+/* Four e4m3 (a word as a row holds them) as two bf16x2, exactly: bytes
+ * 0, 1 into lo, bytes 2, 3 into hi; for a body that widens whole tiles.
+ * 3.5 instructions an element (PRMT, LOP3, LEA.HI, VIADD, HFMA2.BF16_V2)
+ * where kdt_e4m3x2_to_bf16x2 takes 7.75 (F2FP, then a SEL-based fix-up
+ * per half; nvcc -arch sm_90a -cubin, cuobjdump -sass, 8 elements). */
+static __device__ __forceinline__ void
+kdt_e4m3x4_to_bf16x4(uint32_t &lo, uint32_t &hi, uint32_t x)
+{
+    uint32_t t0, t1;
+    asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(x)); /* 1 _ 0 _ */
+    asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(x)); /* 3 _ 2 _ */
+    lo = kdt_e4m3_hi_bytes_to_bf16x2(t0);
+    hi = kdt_e4m3_hi_bytes_to_bf16x2(t1);
+}
+
 /* Two f32 rounded to e4m3 (to nearest even, saturated to +-448: PTX's
  * cvt.rn.satfinite; NaN gives NaN), lo into bits 0-7. */
 static __device__ __forceinline__ uint16_t
