@@ -25,7 +25,8 @@
  *    the second half's exponentials, so the tensor pipe has work while
  *    WG0 computes them.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
- *    stage; the block-table entries a tile before that), then
+ *    stage; the block-table entries a tile before that; an e4m3 cache
+ *    through registers, widened to bf16 on the way: kv8_store), then
  *    O[:, 256:512] += P V as each half of P is published, publishing the
  *    next tile while that PV runs (so WG0's S of it queues behind the
  *    PV).
@@ -34,8 +35,9 @@
  * warpgroup: wg0_softmax_loop (tail_bits_pack, then per tile qk_issue
  * (S), mask_tail (from registers), softmax_max and, a half of P at a
  * time, softmax_p_half and pv_issue, then pv_finish) beside
- * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, pv_issue of each
- * half / pv_finish); then the epilogue (row sums, LSE, normalised O:
+ * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, or kv8_row /
+ * kv8_fetch / kv8_store for an e4m3 cache, pv_issue of each half /
+ * pv_finish); then the epilogue (row sums, LSE, normalised O:
  * store_o, through shared memory in whole lines, when the block is
  * unsplit), or, when the row tile's splits were launched as one cluster,
  * cluster_merge (the splits merged through distributed shared memory: no
@@ -78,7 +80,9 @@ constexpr int L_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, l);
 constexpr int SMEM_BYTES = KDT_ATTN_WG_SMEM;
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
-static_assert(!KV_E4M3, "this body reads a bf16 cache only");
+static_assert(!MATH_E4M3, "this body's arithmetic is bf16 (an e4m3 cache "
+                           "is widened to it); MATH=e4m3 is not built for "
+                           "sm_90a");
 static_assert(BLK_BYTES == KDT_ATTN_WG_V_LBO && Q_BLK_BYTES == BM * 128,
               "a 64-column block is [rows][128 B]");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
@@ -96,6 +100,7 @@ constexpr int BAR_PEMPTY = 7;                 /* WG1's PV done with P */
 constexpr int PHALF = BN / 2;
 
 #include "verify_attn_wgmma_ptx.cuh"
+#include "kdt_fp8.cuh"
 
 /* Byte offset of 16-byte piece c (0..71) of row `row` in a swizzled
  * 576-wide tile of `rows` rows. */
@@ -141,6 +146,84 @@ load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
         for (int k = 0; k < KBLK; ++k)
             kdt_cp_async16(d + k * BLK_BYTES, src + (ok ? k * 64 : 0),
                            ok ? 16 : 0);
+    }
+}
+
+/*
+ * An e4m3 cache under bf16 arithmetic (KV_E4M3, docs/contract.md §3):
+ * the stages, S and P V stay bf16, and WG1 widens each tile into its
+ * stage.  It reads the tile's e4m3 bytes (36,864, half a bf16 tile's)
+ * with plain loads into its registers (kv8_fetch) and, once the stage
+ * is free, widens them there (kv8_store: e4m3 -> bf16 exactly,
+ * kdt_fp8.cuh; st.shared into the 128-byte-swizzled layout).  Why
+ * registers and not cp.async into shared memory: Q and the two bf16
+ * stages leave 1.5 KB of Hopper's 227 KB, no room to stage the bytes,
+ * and a pass through shared memory would add 72 KB a tile (bytes in,
+ * read back) to the 220 KB that wgmma reads.  A tile is two halves:
+ * the first is fetched a tile ahead (the registers are the ring's third
+ * stage, half a tile deep), the second when the stage is handed back,
+ * as the bf16 tile's cp.async are: a whole tile ahead would hold 72
+ * registers a thread beside the 128 of O.
+ *
+ * Half j of a tile is its tokens 16 w4 + 8 j + lane % 8 (w4: the WG1
+ * thread's warp): a thread loads one token a half, its e4m3 bytes
+ * 64 k + 16 (lane / 8) (k < 9), i.e. bf16 pieces 2 (lane / 8) and
+ * 2 (lane / 8) + 1 of column block k.  So a warp's stores hit 8 rows of
+ * one piece column at a time, 8 distinct 16-byte bank groups under the
+ * swizzle, and its loads 64 contiguous bytes of each of 8 tokens.
+ */
+constexpr int KV8_PIECES = KBLK;  /* 16-byte e4m3 pieces a thread a half */
+static_assert(NTHREADS / 2 == 4 * 32 && BN == 2 * 4 * 8 &&
+                  KV8_PIECES * 4 * 16 == D_QK,
+              "a half is 32 tokens, 8 a warp, 4 lanes x 16 B a block each");
+
+/* Element (= byte) offset in the cache of this thread's token of half j
+ * of tile t (-1: past `total`), read a tile before it is loaded (as
+ * kv_rows). */
+static __device__ __forceinline__ int64_t
+kv8_row(int wtid, int t, int j, int total, const int32_t *__restrict__ bt)
+{
+    const int pos = t * BN + 16 * (wtid >> 5) + 8 * j + (wtid & 7);
+    return pos < total
+        ? ((int64_t)__ldg(bt + pos / PAGE) * PAGE + pos % PAGE) * D_QK
+        : -1;
+}
+
+/* This thread's e4m3 pieces of one half of a tile (its token at `row`)
+ * into registers; zeros past the end (widened, never read, and 0 * P
+ * cannot be NaN). */
+static __device__ __forceinline__ void
+kv8_fetch(uint4 (&v)[KV8_PIECES], int64_t row,
+          const uint16_t *__restrict__ kv, int wtid)
+{
+    const uint8_t *src = (const uint8_t *)kv + row + 16 * ((wtid & 31) >> 3);
+#pragma unroll
+    for (int k = 0; k < KV8_PIECES; ++k)
+        v[k] = row >= 0 ? __ldg((const uint4 *)(src + 64 * k))
+                        : make_uint4(0, 0, 0, 0);
+}
+
+/* kv8_fetch's pieces of half j, widened to bf16, into the stage at
+ * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of bf16, adjacent
+ * columns. */
+static __device__ __forceinline__ void
+kv8_store(uint32_t dst, const uint4 (&v)[KV8_PIECES], int j, int wtid)
+{
+    const int part = (wtid & 31) >> 3;
+    const int tok = 16 * (wtid >> 5) + 8 * j + (wtid & 7);
+    const uint32_t row = dst + tok * 128;
+#pragma unroll
+    for (int k = 0; k < KV8_PIECES; ++k) {
+        uint32_t b[8];
+        kdt_e4m3x4_to_bf16x4(b[0], b[1], v[k].x);
+        kdt_e4m3x4_to_bf16x4(b[2], b[3], v[k].y);
+        st_shared_v4(row + k * BLK_BYTES + (((2 * part) ^ (tok & 7)) << 4),
+                     b[0], b[1], b[2], b[3]);
+        kdt_e4m3x4_to_bf16x4(b[4], b[5], v[k].z);
+        kdt_e4m3x4_to_bf16x4(b[6], b[7], v[k].w);
+        st_shared_v4(row + k * BLK_BYTES
+                         + (((2 * part + 1) ^ (tok & 7)) << 4),
+                     b[4], b[5], b[6], b[7]);
     }
 }
 
@@ -297,9 +380,9 @@ rescale(float (&o)[128], float a0, float a1)
         }
 }
 
-/* Phase 1: the Q tile (all threads) and the first KV tile (WG1) into
- * shared memory; padding rows of Q and tokens past the KV's end are
- * zero-filled. */
+/* Phase 1: the Q tile (all threads) and the first KV tile (WG1; from an
+ * e4m3 cache widened, kv8_store) into shared memory; padding rows of Q
+ * and tokens past the KV's end are zero-filled. */
 static __device__ __forceinline__ void
 load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
                       uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
@@ -315,9 +398,18 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
                        ok ? 16 : 0);
     }
     if (wg == 1 && b.t0 < b.t1) {
-        int64_t rows[BN / 16];
-        kv_rows(rows, wtid, b.t0, b.total, bt);
-        load_kv_tile(sk, wtid, rows, kv);
+        if constexpr (KV_E4M3) {
+            uint4 v[KV8_PIECES];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                kv8_fetch(v, kv8_row(wtid, b.t0, j, b.total, bt), kv, wtid);
+                kv8_store(sk, v, j, wtid);
+            }
+        } else {
+            int64_t rows[BN / 16];
+            kv_rows(rows, wtid, b.t0, b.total, bt);
+            load_kv_tile(sk, wtid, rows, kv);
+        }
     }
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
@@ -546,10 +638,15 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
  * entries read a tile before, kv_rows), then, as WG0 publishes each half
  * of P (BAR_PFULL + half), this warpgroup's PV of it with the rows'
  * rescale factors from alpha_s, publishing tile t+1 (BAR_KFULL) while
- * the first half's PV runs, and P handed back (BAR_PEMPTY).  Leaves for
- * the epilogue: O[:, 256:512] of rows r0 and r0 + 8 in o_io,
- * unnormalised (the row sums are WG0's), and WG0's last arrive on
- * BAR_KEMPTY waited for. */
+ * the first half's PV runs, and P handed back (BAR_PEMPTY).
+ * An e4m3 cache (KV_E4M3) changes only how tile t+1 gets there: its
+ * first half (fetched into registers during tile t-1) is widened into
+ * the stage once it is handed back, its second half fetched then and
+ * widened while the first half's PV runs, and the first half of tile
+ * t+2 fetched after that (kv8_fetch, kv8_store).  Leaves for the
+ * epilogue: O[:, 256:512] of rows r0 and r0 + 8 in o_io, unnormalised
+ * (the row sums are WG0's), and WG0's last arrive on BAR_KEMPTY waited
+ * for. */
 static __device__ __forceinline__ void
 wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
                  const uint16_t *__restrict__ kv,
@@ -560,17 +657,33 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
     const int total = b.total, t0 = b.t0, t1 = b.t1;
     float o[128];
     regs_copy(o, o_io);
-    int64_t rows[BN / 16]; /* of tile t+1 */
-    kv_rows(rows, wtid, t0 + 1, total, bt);
+    int64_t rows[BN / 16]; /* bf16: of tile t+1 */
+    uint4 v[KV8_PIECES];   /* e4m3: the first, then the second half of t+1 */
+    int64_t row1, row2;    /* e4m3: t+1's second half, t+2's first */
+    if constexpr (KV_E4M3) {
+        if (t0 + 1 < t1)
+            kv8_fetch(v, kv8_row(wtid, t0 + 1, 0, total, bt), kv, wtid);
+        row1 = kv8_row(wtid, t0 + 1, 1, total, bt);
+        row2 = kv8_row(wtid, t0 + 2, 0, total, bt);
+    } else {
+        kv_rows(rows, wtid, t0 + 1, total, bt);
+    }
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
         /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
         if (it > 0)
             bar_sync(BAR_KEMPTY + nb);
-        if (t + 1 < t1)
-            load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
-        kdt_cp_async_commit();
-        kv_rows(rows, wtid, t + 2, total, bt);
+        if constexpr (KV_E4M3) {
+            if (t + 1 < t1) {
+                kv8_store(sk + nb * TILE_BYTES, v, 0, wtid);
+                kv8_fetch(v, row1, kv, wtid);
+            }
+        } else {
+            if (t + 1 < t1)
+                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
+            kdt_cp_async_commit();
+            kv_rows(rows, wtid, t + 2, total, bt);
+        }
 
         bar_sync(BAR_PFULL);
         pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
@@ -578,9 +691,18 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         /* tile t+1 is published while this PV runs, so WG0's S of it
          * queues behind the PV instead of waiting for its end */
         if (t + 1 < t1) {
-            kdt_cp_async_wait<0>();
+            if constexpr (KV_E4M3)
+                kv8_store(sk + nb * TILE_BYTES, v, 1, wtid);
+            else
+                kdt_cp_async_wait<0>();
             proxy_fence();
             bar_arrive(BAR_KFULL + nb);
+        }
+        if constexpr (KV_E4M3) {
+            if (t + 2 < t1)
+                kv8_fetch(v, row2, kv, wtid);
+            row1 = kv8_row(wtid, t + 2, 1, total, bt);
+            row2 = kv8_row(wtid, t + 3, 0, total, bt);
         }
         bar_sync(BAR_PFULL + 1);
         pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);

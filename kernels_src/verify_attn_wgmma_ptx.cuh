@@ -59,6 +59,15 @@ pin(float (&d)[N])
         asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
+/* 16 bytes to shared memory through the generic proxy (a
+ * fence.proxy.async before wgmma may read them). */
+static __device__ __forceinline__ void
+st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
 /* Four 8x8 b16 matrices from their mma fragments (r[i]: matrix i) to
  * shared memory; lanes 8i..8i+7 give the row addresses of matrix i. */
 static __device__ __forceinline__ void

@@ -8,7 +8,9 @@
  *    sm_90 and sm_120;
  *  - the split rule and workspace size on a runtime that only pretends to
  *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
- *    function of the shape and the device, the unsplit case needing none.
+ *    function of the shape and the device, the unsplit case needing none;
+ *  - the same shapes over an e4m3 cache for sm_90a (the wgmma body,
+ *    MATH=bf16).
  * Exits 77 when NVRTC is missing (the workspace part still needs no GPU,
  * but the whole file is about this kernel's build, so it skips as one).
  */
@@ -227,6 +229,21 @@ START_TEST(size_fixes_target)
 }
 END_TEST
 
+/* The wgmma body over an e4m3 cache, MATH=bf16 (the cache widened on
+ * chip), at every shape above. */
+START_TEST(compile_e4m3_wgmma)
+{
+    char shape[96];
+    for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        snprintf(shape, sizeof shape, "%s,KV=e4m3", shapes[i]);
+        int cached = -1;
+        int st = kdtree_compile(&cached, "sm_90a", "verify_attn", shape);
+        ck_assert_msg(st == KDTREE_OK, "sm_90a verify_attn %s: %s: %s", shape,
+                      kdtree_status_name(st), kdtree_last_error());
+    }
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -239,6 +256,7 @@ suite(void)
     tcase_add_test(tc, split_rule);
     tcase_add_test(tc, cluster_rule);
     tcase_add_test(tc, size_fixes_target);
+    tcase_add_test(tc, compile_e4m3_wgmma);
     suite_add_tcase(s, tc);
     return s;
 }
