@@ -336,7 +336,8 @@ typedef enum kdtree_attn_math {
     KDTREE_ATTN_MATH_BF16 = 0,
     /* e4m3 operands, f32 accumulation: each query row quantized to e4m3
      * with a scale of its own, the softmax weights quantized for P V; an
-     * e4m3 cache only */
+     * e4m3 cache only; not for target sm_90a (KDTREE_ERROR_ARCH: its
+     * wgmma body computes in bf16; target sm_90 builds the mma.sync one) */
     KDTREE_ATTN_MATH_E4M3 = 1
 } kdtree_attn_math;
 

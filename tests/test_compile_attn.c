@@ -10,7 +10,7 @@
  *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
  *    function of the shape and the device, the unsplit case needing none;
  *  - the same shapes over an e4m3 cache for sm_90a (the wgmma body,
- *    MATH=bf16).
+ *    MATH=bf16), and MATH=e4m3 refused there (that body computes in bf16).
  * Exits 77 when NVRTC is missing (the workspace part still needs no GPU,
  * but the whole file is about this kernel's build, so it skips as one).
  */
@@ -244,6 +244,22 @@ START_TEST(compile_e4m3_wgmma)
 }
 END_TEST
 
+/* MATH=e4m3 is refused for sm_90a and compute_90a (the wgmma body
+ * computes in bf16) before any compile, naming what to take instead. */
+START_TEST(math_e4m3_refused_sm90a)
+{
+    static const char *const a90[] = {"sm_90a", "compute_90a"};
+    for (int a = 0; a < 2; a++) {
+        int st = kdtree_compile(NULL, a90[a], "verify_attn",
+                                "H=8,PAGE=64,N_MAX=65,KV=e4m3,MATH=e4m3");
+        ck_assert_int_eq(st, KDTREE_ERROR_ARCH);
+        ck_assert_msg(strstr(kdtree_last_error(), "MATH=bf16") &&
+                          strstr(kdtree_last_error(), "sm_90"),
+                      "%s", kdtree_last_error());
+    }
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -257,6 +273,7 @@ suite(void)
     tcase_add_test(tc, cluster_rule);
     tcase_add_test(tc, size_fixes_target);
     tcase_add_test(tc, compile_e4m3_wgmma);
+    tcase_add_test(tc, math_e4m3_refused_sm90a);
     suite_add_tcase(s, tc);
     return s;
 }
