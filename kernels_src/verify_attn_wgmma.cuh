@@ -35,7 +35,7 @@
  * warpgroup: wg0_softmax_loop (tail_bits_pack, then per tile qk_issue
  * (S), mask_tail (from registers), softmax_max and, a half of P at a
  * time, softmax_p_half and pv_issue, then pv_finish) beside
- * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, or kv8_row /
+ * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, or kv8_page /
  * kv8_fetch / kv8_store for an e4m3 cache, pv_issue of each half /
  * pv_finish); then the epilogue (row sums, LSE, normalised O:
  * store_o, through shared memory in whole lines, when the block is
@@ -177,30 +177,38 @@ static_assert(NTHREADS / 2 == 4 * 32 && BN == 2 * 4 * 8 &&
                   KV8_PIECES * 4 * 16 == D_QK,
               "a half is 32 tokens, 8 a warp, 4 lanes x 16 B a block each");
 
-/* Element (= byte) offset in the cache of this thread's token of half j
- * of tile t (-1: past `total`), read a tile before it is loaded (as
- * kv_rows). */
-static __device__ __forceinline__ int64_t
-kv8_row(int wtid, int t, int j, int total, const int32_t *__restrict__ bt)
+/* Position in the request's KV of this thread's token of half j of
+ * tile t. */
+static __device__ __forceinline__ int
+kv8_pos(int wtid, int t, int j)
 {
-    const int pos = t * BN + 16 * (wtid >> 5) + 8 * j + (wtid & 7);
-    return pos < total
-        ? ((int64_t)__ldg(bt + pos / PAGE) * PAGE + pos % PAGE) * D_QK
-        : -1;
+    return t * BN + 16 * (wtid >> 5) + 8 * j + (wtid & 7);
 }
 
-/* This thread's e4m3 pieces of one half of a tile (its token at `row`)
+/* The block-table entry (page) of this thread's token of half j of tile
+ * t (-1: past `total`), read a tile before it is loaded (as kv_rows);
+ * 32 bits held where the byte offset would take 64. */
+static __device__ __forceinline__ int
+kv8_page(int wtid, int t, int j, int total, const int32_t *__restrict__ bt)
+{
+    const int pos = kv8_pos(wtid, t, j);
+    return pos < total ? __ldg(bt + pos / PAGE) : -1;
+}
+
+/* This thread's e4m3 pieces of half j of tile t (its token on `page`)
  * into registers; zeros past the end (widened, never read, and 0 * P
  * cannot be NaN). */
 static __device__ __forceinline__ void
-kv8_fetch(uint4 (&v)[KV8_PIECES], int64_t row,
+kv8_fetch(uint4 (&v)[KV8_PIECES], int page, int t, int j,
           const uint16_t *__restrict__ kv, int wtid)
 {
+    const int64_t row =
+        ((int64_t)page * PAGE + kv8_pos(wtid, t, j) % PAGE) * D_QK;
     const uint8_t *src = (const uint8_t *)kv + row + 16 * ((wtid & 31) >> 3);
 #pragma unroll
     for (int k = 0; k < KV8_PIECES; ++k)
-        v[k] = row >= 0 ? __ldg((const uint4 *)(src + 64 * k))
-                        : make_uint4(0, 0, 0, 0);
+        v[k] = page >= 0 ? __ldg((const uint4 *)(src + 64 * k))
+                         : make_uint4(0, 0, 0, 0);
 }
 
 /* kv8_fetch's pieces of half j, widened to bf16, into the stage at
@@ -402,7 +410,8 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
             uint4 v[KV8_PIECES];
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                kv8_fetch(v, kv8_row(wtid, b.t0, j, b.total, bt), kv, wtid);
+                kv8_fetch(v, kv8_page(wtid, b.t0, j, b.total, bt), b.t0, j,
+                          kv, wtid);
                 kv8_store(sk, v, j, wtid);
             }
         } else {
@@ -659,12 +668,13 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
     regs_copy(o, o_io);
     int64_t rows[BN / 16]; /* bf16: of tile t+1 */
     uint4 v[KV8_PIECES];   /* e4m3: the first, then the second half of t+1 */
-    int64_t row1, row2;    /* e4m3: t+1's second half, t+2's first */
+    int page1, page2;      /* e4m3: t+1's second half, t+2's first */
     if constexpr (KV_E4M3) {
         if (t0 + 1 < t1)
-            kv8_fetch(v, kv8_row(wtid, t0 + 1, 0, total, bt), kv, wtid);
-        row1 = kv8_row(wtid, t0 + 1, 1, total, bt);
-        row2 = kv8_row(wtid, t0 + 2, 0, total, bt);
+            kv8_fetch(v, kv8_page(wtid, t0 + 1, 0, total, bt), t0 + 1, 0, kv,
+                      wtid);
+        page1 = kv8_page(wtid, t0 + 1, 1, total, bt);
+        page2 = kv8_page(wtid, t0 + 2, 0, total, bt);
     } else {
         kv_rows(rows, wtid, t0 + 1, total, bt);
     }
@@ -676,7 +686,7 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         if constexpr (KV_E4M3) {
             if (t + 1 < t1) {
                 kv8_store(sk + nb * TILE_BYTES, v, 0, wtid);
-                kv8_fetch(v, row1, kv, wtid);
+                kv8_fetch(v, page1, t + 1, 1, kv, wtid);
             }
         } else {
             if (t + 1 < t1)
@@ -700,9 +710,9 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         }
         if constexpr (KV_E4M3) {
             if (t + 2 < t1)
-                kv8_fetch(v, row2, kv, wtid);
-            row1 = kv8_row(wtid, t + 2, 1, total, bt);
-            row2 = kv8_row(wtid, t + 3, 0, total, bt);
+                kv8_fetch(v, page2, t + 2, 0, kv, wtid);
+            page1 = kv8_page(wtid, t + 2, 1, total, bt);
+            page2 = kv8_page(wtid, t + 3, 0, total, bt);
         }
         bar_sync(BAR_PFULL + 1);
         pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
