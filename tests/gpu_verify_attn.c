@@ -515,7 +515,8 @@ START_TEST(cluster_fit)
                   bad);
 
     kdtree_runtime *rt = gpu_runtime();
-    const int64_t vals[3] = {16, 64, 65};
+    const int64_t vals[5] = {16, 64, 65, KDTREE_KV_BF16,
+                             KDTREE_ATTN_MATH_BF16};
     kdt_loaded *m;
     ck_assert_int_eq(kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals),
                      KDTREE_OK);
@@ -548,7 +549,8 @@ START_TEST(first_launch_captured)
     kdtree_runtime *rt = gpu_runtime();
     ck_assert_int_eq(kdtree_prepare(rt, "verify_attn", "H=8,PAGE=32,N_MAX=65"),
                      KDTREE_OK);
-    const int64_t vals[3] = {8, 32, 65};
+    const int64_t vals[5] = {8, 32, 65, KDTREE_KV_BF16,
+                             KDTREE_ATTN_MATH_BF16};
     kdt_loaded *m;
     ck_assert_int_eq(kdt_runtime_get(&m, rt, KDT_KERNEL_VERIFY_ATTN, vals),
                      KDTREE_OK);
