@@ -130,7 +130,9 @@ def test_kv_move_in_a_graph_gpu():
         c = PagedKVCache(2, 2, 200, page, torch.bfloat16, "cuda")
         c.data.copy_(torch.randn(c.data.shape, device="cuda"))
         past = torch.tensor([7, 100], dtype=torch.int32, device="cuda")
+        # tree_accept's output for a root alone: row 0, then -1 padding
         idx = torch.full((2, 6), -1, dtype=torch.int32, device="cuda")
+        idx[:, 0] = 0
         alen = torch.ones(2, dtype=torch.int32, device="cuda")
         slots = c.row_slots(past, 9)
         c.move_accepted(slots, idx, alen)  # warm-up, a no-op move
