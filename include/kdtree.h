@@ -48,7 +48,7 @@
 
 /* The library's version; kdtree_version_string() gives it at run time. */
 #define KDTREE_VERSION_MAJOR 0
-#define KDTREE_VERSION_MINOR 2
+#define KDTREE_VERSION_MINOR 3
 #define KDTREE_VERSION_PATCH 0
 /* Bumped whenever a declaration below changes incompatibly (a struct's
  * layout, an argument list); kdtree_abi_version() gives the value the
@@ -224,7 +224,7 @@ int32_t kdtree_set_site_packages(const char *dirs);
 /* Adds `dir`, an absolute path, as a read-only cache layer (its entries in
  * dir/v1/, docs/cache.md) searched after $KDTREE_CACHE_PATH's layers and
  * before the prebuilt layer and the user's cache, for the rest of the
- * process.  `name` ("kdtree-jit-cubin 0.2.0") is what it is called when a
+ * process.  `name` ("kdtree-jit-cubin 0.3.0") is what it is called when a
  * kernel is in no cache and cannot be compiled.  The Python package adds
  * the kdtree-jit-cubin package's layer (docs/cluster.md).  Adding a
  * directory again changes nothing and returns KDTREE_OK; a relative or
