@@ -19,7 +19,11 @@ and is this script's output for NAME, never edited by hand:
     targets                each target against the latest figure for it
     kernel KERNEL TARGET   the latest run's rows of KERNEL built for
                            TARGET (the arch of the run), under a heading
-                           that names the run
+                           that names the run; runs whose record has
+                           "only" (a bench limited by --only) are left
+                           out: they hold a few of the rows
+    kernel KERNEL TARGET FILE
+                           the rows of that run (a file of docs/bench/)
 
 --write replaces every table with its output; --check exits 1 and shows
 the difference where a table is not its output (a new JSON file, a table
@@ -106,10 +110,15 @@ def block_runs(runs):
                  rows)
 
 
-def latest(runs, kernel, arch):
-    """The newest run with rows of kernel built for arch, and the rows."""
+def latest(runs, kernel, arch, only=None):
+    """The newest run with rows of kernel built for arch, and the rows;
+    with `only`, that run (a file name) whatever its record says."""
     found = None
     for name, d in runs.items():
+        if only is not None and name != only:
+            continue
+        if only is None and d["record"].get("only"):
+            continue
         rows = [r for r in d.get("kernels") or [] if r.get("kernel") == kernel]
         if rows and d.get("arch") == arch:
             found = (name, d, rows)
@@ -118,8 +127,8 @@ def latest(runs, kernel, arch):
     return found
 
 
-def block_kernel(runs, kernel, arch):
-    name, d, rows = latest(runs, kernel, arch)
+def block_kernel(runs, kernel, arch, only=None):
+    name, d, rows = latest(runs, kernel, arch, only)
     has = lambda key: any(r.get(key) is not None for r in rows)
     cols = [("config", lambda r: r.get("config", ""))]
     # verify_attn's variants name their cache and arithmetic (runs before
@@ -339,6 +348,8 @@ def generate(runs, name):
         return block_targets(runs)
     if len(words) == 3 and words[0] == "kernel":
         return block_kernel(runs, words[1], words[2])
+    if len(words) == 4 and words[0] == "kernel":
+        return block_kernel(runs, words[1], words[2], words[3])
     sys.exit("perf_tables: no table named %r" % name)
 
 
