@@ -9,7 +9,8 @@
 #   portable  the GPU suites again with KDTREE_TARGET=$PORTABLE_TARGET
 #             (default sm_90: on Hopper, verify_attn's mma.sync body, the
 #             one sm_120 and every non-Hopper part runs)
-#   python    python -m pytest on python/tests against the built library
+#   python    python -m pytest on each file of python/tests, one process
+#             a file, against the built library
 #   bench     kdtree-bench with its PyTorch baselines
 #   round     python/examples/ddtree_round.py
 #   sanitize  compute-sanitizer memcheck and racecheck on the GPU suites
@@ -62,12 +63,20 @@ for stage in $stages; do
         done
         ;;
     python)
-        KDTREE_LIBRARY=$(pwd)/.libs/libkdtree.so \
-            KDTREE_HEADER=$(pwd)/include/kdtree.h \
-            PYTHONPATH=$(pwd)/python:${PYTHONPATH:-} PYTHONDONTWRITEBYTECODE=1 \
-            timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
-            python/tests >"$out/pytest.log" 2>&1 || status=1
-        tail -15 "$out/pytest.log"
+        # One process a test file: a device-side assert leaves the CUDA
+        # context unusable, and would fail every later test of a single
+        # run; this way it fails its own file only.
+        : >"$out/pytest.log"
+        for f in $(find python/tests -name 'test_*.py' | sort); do
+            KDTREE_LIBRARY=$(pwd)/.libs/libkdtree.so \
+                KDTREE_HEADER=$(pwd)/include/kdtree.h \
+                PYTHONPATH=$(pwd)/python:${PYTHONPATH:-} PYTHONDONTWRITEBYTECODE=1 \
+                timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
+                -p no:cacheprovider "$f" >>"$out/pytest.log" 2>&1
+            rc=$?
+            [ $rc = 0 ] || status=1
+            echo "pytest $f: exit $rc"
+        done
         ;;
     bench)
         KDTREE_BENCH_TOOLS=$(pwd)/tools timeout "${BENCH_TIMEOUT:-300}" \
