@@ -17,17 +17,6 @@
 /* The largest finite e4m3 value: a quantized row's maximum maps to it. */
 constexpr float KDT_E4M3_MAX = 448.f;
 
-/* Two e4m3 (bits 0-7 and 8-15 of `pair`) as an f16x2, exactly: every
- * e4m3 value, subnormals included, is an f16 normal or zero (e4m3 spans
- * 2^-9 .. 448, f16's normals 2^-14 .. 65504); NaN stays NaN. */
-static __device__ __forceinline__ uint32_t
-kdt_e4m3x2_to_f16x2(uint16_t pair)
-{
-    uint32_t r;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(pair));
-    return r;
-}
-
 /* Four e4m3 (a word as a row holds them) as two f16x2, exactly: bytes 0,
  * 1 into lo, bytes 2, 3 into hi.  The halves go through PTX's vector
  * unpack, which ptxas turns into a register-half operand of the
@@ -39,29 +28,6 @@ kdt_e4m3x4_to_f16x4(uint32_t &lo, uint32_t &hi, uint32_t x)
     asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2;"
         " cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h; }"
         : "=r"(lo), "=r"(hi) : "r"(x));
-}
-
-/* One f16 (bits 0-15) that holds a widened e4m3 value, as a bf16,
- * exactly: such an f16 is a normal of at most 4 significant bits, zero or
- * NaN, so dropping 3 mantissa bits loses nothing and the exponent moves
- * from bias 15 to bias 127 (112 << 7 = 0x3800). */
-static __device__ __forceinline__ uint32_t
-kdt_f16_e4m3_to_bf16(uint32_t h)
-{
-    const uint32_t mag = h & 0x7fffu;
-    const uint32_t v = mag == 0u ? 0u
-                       : mag > 0x7c00u ? 0x7fc0u /* NaN */
-                                       : (mag >> 3) + 0x3800u;
-    return (h & 0x8000u) | v;
-}
-
-/* Two e4m3 as a bf16x2, exactly (e4m3's values are bf16 values), for a
- * body that feeds e4m3 to bf16 tensor-core operands. */
-static __device__ __forceinline__ uint32_t
-kdt_e4m3x2_to_bf16x2(uint16_t pair)
-{
-    const uint32_t h = kdt_e4m3x2_to_f16x2(pair);
-    return kdt_f16_e4m3_to_bf16(h) | kdt_f16_e4m3_to_bf16(h >> 16) << 16;
 }
 
 /* Two e4m3 bytes, in bits 8-15 and 24-31 of t, as a bf16x2, exactly.
@@ -88,8 +54,9 @@ kdt_e4m3_hi_bytes_to_bf16x2(uint32_t t)
 /* Four e4m3 (a word as a row holds them) as two bf16x2, exactly: bytes
  * 0, 1 into lo, bytes 2, 3 into hi; for a body that widens whole tiles.
  * 3.5 instructions an element (PRMT, LOP3, LEA.HI, VIADD, HFMA2.BF16_V2)
- * where kdt_e4m3x2_to_bf16x2 takes 7.75 (F2FP, then a SEL-based fix-up
- * per half; nvcc -arch sm_90a -cubin, cuobjdump -sass, 8 elements). */
+ * where widening to f16 and then fixing the halves up to bf16 took 7.75
+ * (F2FP, then a SEL-based fix-up per half; nvcc -arch sm_90a -cubin,
+ * cuobjdump -sass, 8 elements). */
 static __device__ __forceinline__ void
 kdt_e4m3x4_to_bf16x4(uint32_t &lo, uint32_t &hi, uint32_t x)
 {
