@@ -151,9 +151,15 @@ for page, kv, scale in kinds:
         need(err(o_c, ref) < tol, what + ": FlashInfer cascade %.3g"
              % err(o_c, ref))
         L = ba.sglang_layout(torch, x)
-        # the tree rows' K goes through bf16 (exact for these values)
+        # The tree rows' K and V go through bf16, as SGLang's extend
+        # buffer holds them: exact for a bf16 cache and for scale 1, but
+        # scale x e4m3 at scale 1/448 (not a power of two) rounds to bf16,
+        # up to 2^-9 of each |v| <= 1 (checked above), and the rounded K
+        # moves the weights too: 2^-8, where 1e-3 failed at 0.001 in one
+        # run of a few (the e4m3 page=64 error moves between runs).
         o_e = sglang_extend(x, L, cp)
-        need(err(o_e, ref) < 1e-3, what + ": SGLang extend %.3g"
+        ext_tol = 2.0 ** -8 if kv == "e4m3" and scale != 1.0 else tol
+        need(err(o_e, ref) < ext_tol, what + ": SGLang extend %.3g"
              % err(o_e, ref))
         o_d = sglang_decode(x, L, cp)
         need(err(o_d, nomask) < tol, what + ": SGLang decode bound %.3g"
