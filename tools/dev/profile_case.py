@@ -3,7 +3,7 @@
 
     python3 tools/dev/profile_case.py topk R K [bf16|f32]
     python3 tools/dev/profile_case.py build B R [randn|zipf]
-    python3 tools/dev/profile_case.py attn H R PAST
+    python3 tools/dev/profile_case.py attn H R PAST [bf16|e4m3]
 
 Prepares (compiles) first, launches twice to warm up, then REPS times
 (default 5) a batch of BATCH back-to-back launches (default 50) between
@@ -90,8 +90,10 @@ def main():
         H, R, past = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
         N, page = 65, 64
         pages = (past + N + page - 1) // page
+        kv_dtype = (torch.float8_e4m3fn if sys.argv[5:] == ["e4m3"]
+                    else torch.bfloat16)
         kv = (torch.rand(R * pages, page, 576, device="cuda") - 0.5).to(
-            torch.bfloat16)
+            kv_dtype)
         bt = torch.randperm(R * pages, device="cuda").to(torch.int32).view(
             R, pages)
         q = (torch.rand(R, N, H, 576, device="cuda") - 0.5).to(torch.bfloat16)
