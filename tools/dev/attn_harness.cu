@@ -9,7 +9,8 @@
  *
  *   (-DKNAME='"name"' labels the output lines; the target picks the body:
  *   -gencode arch=compute_90a,code=sm_90a builds the wgmma one, any other
- *   target, sm_90 included, the mma.sync one)
+ *   target, sm_90 included, the mma.sync one; -DKDT_KV=1 an e4m3 cache,
+ *   read in bf16 arithmetic)
  *
  *   ./h8 check SPLITS SCALE SEED past:nn [past:nn ...]   vs the CPU reference
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
@@ -32,6 +33,7 @@
  *   H_REPS=N          bench: N launches a batch, 21 batches (default 4, 15)
  *   H_SPIN=US         bench: a one-thread spin kernel of US microseconds
  *                     before each batch, as kdtree-bench queues them
+ *   H_KV_SCALE=X      an e4m3 cache's scale (default 1)
  */
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +55,11 @@
 #include "ref/verify_attn.h"
 #include "src/kernels/verify_attn_splits.h"
 
+/* Bytes of a cached element.  The harness reads an e4m3 cache in bf16
+ * arithmetic only: MATH=e4m3's bound is gpu_verify_attn's. */
+constexpr int KV_BYTES = KV_E4M3 ? 1 : 2;
+static_assert(!MATH_E4M3, "the harness checks MATH=bf16 only");
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
             cudaGetErrorString(e_)); exit(2); } } while (0)
@@ -67,6 +74,7 @@ struct Knobs {
     bool bench_data;
     int reps, batches;
     long long spin_us;
+    float kv_scale;
 };
 static Knobs knobs;
 
@@ -81,6 +89,7 @@ read_knobs(void)
     knobs.reps = (e = getenv("H_REPS")) ? std::max(1, atoi(e)) : 4;
     knobs.batches = getenv("H_REPS") ? 21 : 15;
     knobs.spin_us = (e = getenv("H_SPIN")) ? atoll(e) : 0;
+    knobs.kv_scale = (e = getenv("H_KV_SCALE")) ? (float)atof(e) : 1.f;
 }
 
 /* H_CUBIN's kernel and the driver entry points that launch it. */
@@ -193,7 +202,8 @@ pick_splits(int R, int64_t cap)
 struct Problem {
     int R, max_pages;
     std::vector<int32_t> past, nn, bt;
-    std::vector<uint16_t> q, kv;
+    std::vector<uint16_t> q, kv; /* kv: a bf16 cache */
+    std::vector<uint8_t> kv8;    /* an e4m3 cache */
     std::vector<uint32_t> mask;
     int64_t n_pages;
 };
@@ -219,19 +229,34 @@ make_problem(Problem &P, int R, const std::vector<int> &past,
         std::swap(perm[i], perm[ref_attn_rand(&seed) % (uint64_t)(i + 1)]);
     /* copies * [R][max_pages], drawn from the whole pool */
     P.bt.assign(perm.begin(), perm.begin() + used);
-    P.kv.resize((size_t)P.n_pages * PAGE * D_QK);
-    for (auto &x : P.kv) {
-        if (knobs.bench_data) { /* tools/bench_verify_attn.c's va_bf16 */
-            const uint64_t r = ref_attn_rand(&seed);
-            x = (uint16_t)(((r & 1) << 15) | ((126 - (r >> 1) % 8) << 7) |
-                           ((r >> 8) & 0x7f));
-        } else
-            x = ref_f32_to_bf16(ref_attn_randf(&seed));
+    /* knobs.bench_data: tools/bench_verify_attn.c's va_bf16 (small
+     * exponents); Q from a bf16 cache's bytes, or drawn alike */
+    auto bench_bf16 = [&seed]() {
+        const uint64_t r = ref_attn_rand(&seed);
+        return (uint16_t)(((r & 1) << 15) | ((126 - (r >> 1) % 8) << 7) |
+                          ((r >> 8) & 0x7f));
+    };
+    const size_t n_kv = (size_t)P.n_pages * PAGE * D_QK;
+    if (KV_E4M3) {
+        /* values of the same range as the bf16 ones, rounded to e4m3 and
+         * stored divided by the cache's scale */
+        P.kv8.resize(n_kv);
+        for (auto &x : P.kv8) {
+            const float v = knobs.bench_data
+                ? ref_bf16_to_f32(bench_bf16())
+                : ref_attn_randf(&seed);
+            x = ref_f32_to_e4m3(v / knobs.kv_scale);
+        }
+    } else {
+        P.kv.resize(n_kv);
+        for (auto &x : P.kv)
+            x = knobs.bench_data ? bench_bf16()
+                                 : ref_f32_to_bf16(ref_attn_randf(&seed));
     }
     P.q.resize((size_t)R * ROWS * D_QK);
     for (size_t i = 0; i < P.q.size(); ++i)
-        P.q[i] = knobs.bench_data ? P.kv[i % P.kv.size()]
-                                  : ref_f32_to_bf16(ref_attn_randf(&seed));
+        P.q[i] = !knobs.bench_data ? ref_f32_to_bf16(ref_attn_randf(&seed))
+                 : KV_E4M3 ? bench_bf16() : P.kv[i % P.kv.size()];
     P.mask.resize((size_t)R * N_MAX * W);
     for (int r = 0; r < R; ++r)
         ref_attn_random_tree(&P.mask[(size_t)r * N_MAX * W], nullptr, nn[r],
@@ -239,7 +264,8 @@ make_problem(Problem &P, int R, const std::vector<int> &past,
 }
 
 struct Dev {
-    uint16_t *q, *kv, *o;
+    uint16_t *q, *o;
+    void *kv;
     int32_t *bt, *past, *nn;
     uint32_t *mask;
     float *lse, *ws;
@@ -251,7 +277,8 @@ upload(Dev &D, const Problem &P, int max_splits)
 {
     int R = P.R;
     CK(cudaMalloc(&D.q, P.q.size() * 2));
-    CK(cudaMalloc(&D.kv, P.kv.size() * 2));
+    const size_t kv_size = (KV_E4M3 ? P.kv8.size() : P.kv.size()) * KV_BYTES;
+    CK(cudaMalloc(&D.kv, kv_size));
     CK(cudaMalloc(&D.o, (size_t)R * ROWS * D_V * 2));
     CK(cudaMalloc(&D.bt, P.bt.size() * 4));
     CK(cudaMalloc(&D.past, R * 4));
@@ -261,7 +288,8 @@ upload(Dev &D, const Problem &P, int max_splits)
     D.ws_bytes = (size_t)max_splits * R * ROWS * (D_V + 1) * 4;
     CK(cudaMalloc(&D.ws, D.ws_bytes));
     CK(cudaMemcpy(D.q, P.q.data(), P.q.size() * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(D.kv, P.kv.data(), P.kv.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.kv, KV_E4M3 ? (const void *)P.kv8.data() : P.kv.data(),
+                  kv_size, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(D.bt, P.bt.data(), P.bt.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(D.past, P.past.data(), R * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(D.nn, P.nn.data(), R * 4, cudaMemcpyHostToDevice));
@@ -276,7 +304,8 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     kdt_verify_attn_params p;
     memset(&p, 0, sizeof p);
     p.q = D.q;
-    p.kv_cache = D.kv;
+    p.kv_cache = (const uint16_t *)D.kv;
+    p.kv_scale = KV_E4M3 ? knobs.kv_scale : 1.f;
     p.block_table = D.bt + (size_t)copy * P.R * P.max_pages;
     p.past_len = D.past;
     p.n_nodes = D.nn;
@@ -356,9 +385,11 @@ check(int argc, char **argv)
     CK(cudaMemcpy(o.data(), D.o, o.size() * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(lse.data(), D.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
     std::vector<float> ro(o.size()), rl(lse.size());
-    ref_verify_attn(ro.data(), rl.data(), P.q.data(), P.kv.data(),
-                    P.bt.data(), P.past.data(), P.nn.data(), P.mask.data(),
-                    R, H, N_MAX, PAGE, P.max_pages, scale);
+    ref_verify_attn_kv(ro.data(), rl.data(), P.q.data(),
+                       KV_E4M3 ? (const void *)P.kv8.data() : P.kv.data(),
+                       KDT_KV, knobs.kv_scale, P.bt.data(), P.past.data(),
+                       P.nn.data(), P.mask.data(), R, H, N_MAX, PAGE,
+                       P.max_pages, scale);
     /* tolerance: see tests/gpu_verify_attn.c (2^-7 (|ref| + max|v|)) */
     double maxerr = 0, num = 0, den = 0, lmax = 0;
     long bad = 0;
@@ -389,8 +420,9 @@ check(int argc, char **argv)
         if (!std::isinf(rl[i]))
             lmax = std::max(lmax, (double)fabs(lse[i] - rl[i]));
     }
-    printf("check %s BM=%d H=%d PAGE=%d N_MAX=%d R=%d splits=%d scale=%g:",
-           KNAME, BM, H, PAGE, N_MAX, R, splits, scale);
+    printf("check %s BM=%d H=%d PAGE=%d N_MAX=%d KV=%s R=%d splits=%d "
+           "scale=%g:", KNAME, BM, H, PAGE, N_MAX, KV_E4M3 ? "e4m3" : "bf16",
+           R, splits, scale);
     for (int r = 0; r < R; ++r)
         printf(" %d:%d", past[r], nn[r]);
     printf("  maxerr %.3g rel %.3g lse %.3g  %s\n", maxerr,
@@ -412,7 +444,7 @@ bench(int argc, char **argv)
 {
     int R = atoi(argv[2]), past = atoi(argv[3]);
     std::vector<int> pv(R, past), nv(R, N_MAX);
-    double kv_bytes = (double)R * (past + N_MAX) * D_QK * 2;
+    double kv_bytes = (double)R * (past + N_MAX) * D_QK * KV_BYTES;
     int copies = (int)std::min(8.0, std::max(1.0, ceil(400e6 / kv_bytes)));
     Problem P;
     make_problem(P, R, pv, nv, 1234, copies);
@@ -449,9 +481,11 @@ bench(int argc, char **argv)
         CK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         double us = ts[ts.size() / 2];
-        printf("bench %s BM=%d H=%d PAGE=%d N_MAX=%d R=%d past=%d splits=%d "
-               "grid=%dx%dx%d: %.1f us  %.1f TFLOP/s  %.1f%% of 989\n",
-               KNAME, BM, H, PAGE, N_MAX, R, past, splits,
+        printf("bench %s BM=%d H=%d PAGE=%d N_MAX=%d KV=%s R=%d past=%d "
+               "splits=%d grid=%dx%dx%d: %.1f us  %.1f TFLOP/s  %.1f%% of "
+               "989\n",
+               KNAME, BM, H, PAGE, N_MAX, KV_E4M3 ? "e4m3" : "bf16", R, past,
+               splits,
                (ROWS + BM - 1) / BM, splits, R, us, flops / us * 1e-6,
                flops / us * 1e-6 / 9.89);
         fflush(stdout);

@@ -11,10 +11,11 @@
 #
 #   OUT=/tmp/out bash tools/dev/attn_variants.sh
 #
-# VARIANTS  "NAME:ARCH:KDIR ..."; ARCH picks the body (90a: wgmma, any
-#           other: mma.sync), KDIR the kernel sources (default
+# VARIANTS  "NAME:ARCH:KDIR[:KV] ..."; ARCH picks the body (90a: wgmma,
+#           any other: mma.sync), KDIR the kernel sources (default
 #           kernels_src; an older copy measures the kernel of that commit
-#           beside this one).  Default: "mma:90:kernels_src
+#           beside this one), KV the cache (0 bf16, the default; 1 e4m3,
+#           read in bf16 arithmetic).  Default: "mma:90:kernels_src
 #           wg:90a:kernels_src".
 # CASES     "SHAPE R PAST;..." to time (SHAPE: a letter of SHAPES below)
 # SANITIZE  the variant for memcheck, racecheck and synccheck ("" skips)
@@ -40,13 +41,14 @@ SHAPES="A:8:64:65 B:1:1:1 D:16:16:17 F:16:64:65 G:128:64:65 H:8:16:1025
 K:64:64:65 I:8:64:513 J:16:64:513 L:8:64:257"
 
 for v in $VARIANTS; do
-    IFS=: read vn va kd <<< "$v"
+    IFS=: read vn va kd kv <<< "$v"
     for s in $SHAPES; do
         IFS=: read n h pg nm <<< "$s"
         # the host pass must see the body the device pass compiles
         wg=0; [ "$va" = 90a ] && wg=1
         nvcc -std=c++17 -O2 -gencode arch=compute_$va,code=sm_$va -lineinfo \
             -Xptxas -v -I "$kd" -I . -DKNAME="\"$vn\"" -DKDT_ATTN_WGMMA=$wg \
+            -DKDT_KV=${kv:-0} \
             -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
             tools/dev/attn_harness.cu ref/verify_attn.c \
             -o $B/$n.$vn > $B/$n.$vn.build 2>&1 &
@@ -96,8 +98,8 @@ K check -2 0.0722 11 64:65 63:2
 H check -7 0.0722 14 100:1025 0:300 5:1
 J check -6 0.0722 16 200:513
 EOT
-clustered() { # NAME:ARCH:KDIR
-    IFS=: read _ va kd <<< "$1"
+clustered() { # NAME:ARCH:KDIR[:KV]
+    IFS=: read _ va kd _ <<< "$1"
     [ "$va" = 90a ] && grep -q cluster_merge "$kd/verify_attn_wgmma.cuh"
 }
 for v in $VARIANTS; do
