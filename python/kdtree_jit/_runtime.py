@@ -23,10 +23,13 @@ call's other arguments, as each kernel's _Kernel below describes them:
   a new pointer, and one shrunk or reshaped in place keeps its storage, so
   the kernel still touches only memory checked to be that array's (what
   such a tensor then shows of it is its owner's business).  That call
-  skips the checks and, when it allocates nothing, the packing too (the
-  buffer still holds its values): an id() and a data_ptr() per array,
-  and the launch.  Only torch tensors are remembered (CuPy arrays and
-  other __cuda_array_interface__ objects are checked every call).
+  skips the checks and the packing (the buffer still holds its values;
+  an allocating call packs its new arrays' pointers, one pack_into of
+  the fields they fill): an id() and a data_ptr() per array, and the
+  launch.  Those two calls an array are most of what the path costs;
+  nothing cheaper tells the same live array at the same pointer without
+  holding it.  Only torch tensors are remembered (CuPy arrays and other
+  __cuda_array_interface__ objects are checked every call).
 
 Nothing else is kept per shape: no workspace, no outputs.  verify_attn's
 workspace is an argument (verify_attn_workspace() sizes one), allocated
@@ -38,7 +41,6 @@ nor launch from one another thread is filling.
 """
 
 import collections
-import itertools
 import operator
 import struct
 import threading
@@ -69,12 +71,14 @@ V_DIM = 512
 
 _get_ident = threading.get_ident
 
-_compress = itertools.compress
 # What a slot holds instead of an array: None, an optional array left
 # out (pointer 0); _NEW, an output the call allocates.
 _NEW = type("_New", (object,), {"__slots__": (), "__repr__":
                                 lambda self: "<a new array>"})()
 _data_ptr = None  # torch.Tensor.data_ptr, once torch is imported
+# `out` of a call that returns its new arrays as a plain tuple.
+TUPLE = type("_Tuple", (object,), {"__slots__": (), "__repr__":
+                                   lambda self: "<a plain tuple>"})()
 
 
 class KdtreeError(RuntimeError):
@@ -133,6 +137,7 @@ class Layout(object):
     def __init__(self, ffi, *structs):
         fmt, pos, self.offsets, self.types = "=", 0, [], []
         self.names = []
+        self.at = []  # the byte offset of each packed field, in order
         for cname, names in structs:
             t = ffi.typeof(cname)
             align = ffi.alignof(t)
@@ -150,6 +155,7 @@ class Layout(object):
                                          % (cname, n))
                 fmt += "x" * (base + f.offset - pos)
                 fmt += self._CODES[f.type.cname]
+                self.at.append(base + f.offset)
                 pos = base + f.offset + ffi.sizeof(f.type)
             fmt += "x" * (base + ffi.sizeof(t) - pos)
             pos = base + ffi.sizeof(t)
@@ -217,6 +223,8 @@ class _Kernel(object):
     def outs(self, out, want=True):
         """out= as output slots (None: allocate them; `want` says whether
         the optional one too)."""
+        if out.__class__ is tuple and len(out) == self.n_out:
+            return out
         if out is None:
             return self.fresh[1 if want is True else bool(want)]
         if out.__class__ is not self.result and (
@@ -426,11 +434,14 @@ _ATTN = _AttnKernel(
 def attn_args(fn, scale, kv_scale, math):
     """verify_attn's arguments other than arrays, checked: (math as an
     int, scale, kv_scale) as the kernel description takes them."""
+    m = ATTN_MATH.get(math) if math.__class__ is str else None
+    if m is not None and scale.__class__ is float and \
+            kv_scale.__class__ is float:
+        return m, scale, kv_scale
     if scale.__class__ is not float:
         scale = float_arg(fn, "scale", scale)
     if kv_scale.__class__ is not float:
         kv_scale = float_arg(fn, "kv_scale", kv_scale)
-    m = ATTN_MATH.get(math) if math.__class__ is str else None
     if m is None:
         raise ValueError("%s: math must be %s, got %r" % (
             fn, " or ".join(repr(n) for n in ATTN_MATH), math))
@@ -481,18 +492,38 @@ KERNEL_NAMES = tuple(k.name for k in _KERNELS)
 
 class _Plan(object):
     """A checked call, what launching it again takes: its other arguments
-    (`args`); the row its structs are packed from (every slot's pointer,
-    0 for one to allocate, then the constants and the arguments); the C
-    function and its arguments; for a call that allocates, the function
-    that makes its new arrays (`alloc`) and two getters: the structs'
-    fields from the row + the new pointers (`pack`), the result's arrays
-    from the new arrays + [None] (`pick`).  As a thread's last call (the
-    module's docstring): the ids of its arrays, which slots hold one
-    (`mask`), their pointers, and weak references that forget it when one
-    dies."""
+    (`args`); the C function and its arguments after the runtime (`c`,
+    `cargs`); for a call that allocates, the function that makes its new
+    arrays (`alloc`), where their pointers go in the argument buffer
+    (`runs`: a struct.Struct of them all, packed at offset `at`, or
+    (struct.Struct, offset, getter of the new pointers) runs) and
+    the getter of the result's arrays from the new arrays + [None]
+    (`pick`).  `arrays` gets the slots that hold an array.  As a
+    thread's last call (the module's docstring): the id() of each slot,
+    the pointers of its arrays, and weak references that forget it when
+    one dies."""
 
-    __slots__ = ("args", "row", "c", "cargs", "alloc", "pack", "pick",
-                 "ids", "mask", "ptrs", "refs")
+    __slots__ = ("args", "c", "cargs", "alloc", "runs", "at", "pick",
+                 "arrays", "ids", "ptrs", "refs")
+
+
+def _pack_new(p, buf, ps):
+    """Packs the pointers `ps` of the arrays plan `p` allocated into
+    `buf`."""
+    if p.runs.__class__ is not tuple:
+        p.runs.pack_into(buf.view, p.at, *ps)
+        return
+    for packer, at, pick in p.runs:
+        packer.pack_into(buf.view, at, *pick(ps))
+
+
+def _getter(indices):
+    """A function of a sequence that returns its items at `indices`, a
+    tuple even of one."""
+    if len(indices) == 1:
+        i, = indices
+        return lambda xs: (xs[i],)
+    return operator.itemgetter(*indices)
 
 
 class _Last(object):
@@ -518,11 +549,15 @@ class _PerThread(threading.local):
 class Bound(object):
     """A launch whose arguments were checked once (Runtime.bind)."""
 
-    __slots__ = ("_rt", "_fn", "_name", "_args", "_keep", "result")
+    __slots__ = ("_rt", "_fn", "_name", "_args", "_keep", "_arrays",
+                 "result")
 
-    def __init__(self, rt, fn, name, args, keep, result):
+    def __init__(self, rt, fn, name, args, keep, result, arrays=None):
         self._rt, self._fn, self._name, self._args = rt, fn, name, args
         self._keep = keep  # the argument buffer the pointers point into
+        # The arrays it allocated, alive as long as the launch that writes
+        # them (a workspace is in no result).
+        self._arrays = arrays
         self.result = result
 
     def __call__(self, stream=None):
@@ -675,23 +710,60 @@ class Runtime(object):
     def _call(self, k, xs, args, out, stream, bind=False):
         """Launches kernel `k` on the array slots `xs` (its inputs, then
         its outputs: arrays, None or _NEW) and its other arguments
-        `args`.  Returns the outputs: `out` (as k's namedtuple; None for
-        None) when the call allocated none, else a new namedtuple; a Bound
-        when `bind`."""
+        `args`: the last call's path when the call is that one again (the
+        module's docstring), else the checks.  Returns the outputs: `out`
+        (as k's namedtuple; None for None) when the call allocated none,
+        else a new namedtuple (a plain tuple for `out` TUPLE: what torch
+        takes back fastest from an op); a Bound when `bind`."""
         last = self._tls.last[k.index]
         p = last.memo
-        if p is not None and args == p.args and not bind and \
-                tuple(map(id, xs)) == p.ids and \
-                tuple(map(_data_ptr, _compress(xs, p.mask))) == p.ptrs:
-            # The last call again (the module's docstring).
-            if p.alloc is not None:
-                return self._launch(k, p, last.buf, xs, out, stream)
-            r = p.c(self._rt or self._handle(k.name), *p.cargs,
-                    self._stream(stream))
-            if r:
-                raise fail(self._ffi, self._lib, r, k.c_name)
-            return out if out is None or out.__class__ is k.result else \
-                _new(k.result, out)
+        if p is None or args != p.args or bind or \
+                tuple(map(id, xs)) != p.ids or \
+                tuple(map(_data_ptr, p.arrays(xs))) != p.ptrs:
+            if bind:
+                return self._bind(k, xs, args, out)
+            p = self._plan(k, xs, args, last)
+        if p.alloc is not None:
+            arrays, ps = p.alloc()
+            if p.runs.__class__ is tuple:
+                _pack_new(p, last.buf, ps)
+            else:
+                p.runs.pack_into(last.buf.view, p.at, *ps)
+        r = p.c(self._rt or self._handle(k.name), *p.cargs,
+                self._stream(stream))
+        if r:
+            raise fail(self._ffi, self._lib, r, k.c_name)
+        if out is None or out is TUPLE:
+            if p.alloc is None:
+                return None
+            arrays.append(None)
+            new = p.pick(arrays)
+            return new if out is TUPLE else _new(k.result, new)
+        return out if out.__class__ is k.result else _new(k.result, out)
+
+    def _plan(self, k, xs, args, last):
+        """Checks a call and packs it into the thread's buffer; remembers
+        it as the thread's last call when all its arrays are torch
+        tensors.  Returns its _Plan."""
+        # Forgotten first: the checks may fail after packing over the
+        # buffer the last call launches from.
+        last.memo = None
+        p = self._checked(k, xs, args, last.buf)
+        T = _arrays._Tensor
+        at = [i for i, x in enumerate(xs) if x is not None and x is not _NEW]
+        p.arrays = _getter(at)
+        arrays = p.arrays(xs)
+        if T is not None and all(x.__class__ is T or isinstance(x, T)
+                                 for x in arrays):
+            p.ids = tuple(map(id, xs))
+            p.ptrs = tuple(map(_data_ptr, arrays))
+            p.refs = tuple(_weakref(x, _forget(last, p)) for x in arrays)
+            last.memo = p
+        return p
+
+    def _checked(self, k, xs, args, buf):
+        """A _Plan of the checked call: its structs packed into `buf`
+        (the pointers of the arrays it allocates: 0, until it does)."""
         row, st, new = self._check(k, xs, args)
         p = _Plan()
         p.args, p.c = args, getattr(self._lib, k.c_name)
@@ -699,63 +771,52 @@ class Runtime(object):
         # (its size, asked once the checks passed, is one of the constants).
         new = [i for i in new if st.alloc[i] is not None or
                self._late(k, st, i) is not None]
-        p.row = tuple(row) + st.consts + args
-        # A bound launch packs a buffer of its own, which it keeps.
-        buf = self._layouts[k.index].buffer() if bind else last.buf
-        p.cargs = self._cargs(k, buf, p.row, st)
-        if new:  # _launch packs the structs, the new pointers in
-            self._plan_new(k, p, st, new, xs)
-        else:
+        row = tuple(row) + st.consts + args
+        p.cargs = self._cargs(k, buf, row, st)
+        lay = self._layouts[k.index]
+        lay.packer.pack_into(buf.view, 0, *[row[i] for i in st.order])
+        if not new:
             p.alloc = None
-            self._layouts[k.index].packer.pack_into(
-                buf.view, 0, *[p.row[i] for i in st.order])
-        if bind:
-            return Bound(self, p.c, k.c_name,
-                         (self._handle(k.c_name),) + p.cargs, buf,
-                         self._launch(k, p, buf, xs, out, None, False))
-        last.memo = None
-        T = _arrays._Tensor
-        p.mask = tuple(x is not None and x is not _NEW for x in xs)
-        if T is not None and all(isinstance(x, T) for x in
-                                 _compress(xs, p.mask)):
-            p.ids = tuple(map(id, xs))
-            p.ptrs = tuple(map(_data_ptr, _compress(xs, p.mask)))
-            dead = _forget(last, p)
-            p.refs = tuple(_weakref(x, dead) for x in _compress(xs, p.mask))
-            last.memo = p
-        return self._launch(k, p, buf, xs, out, stream)
-
-    def _plan_new(self, k, p, st, new, xs):
-        """What a call that allocates the slots `new` needs (_Plan)."""
+            return p
         p.alloc = _arrays.allocator([st.alloc[i] for i in new], self.device,
                                     xs[k.lead[0][0]])
-        at = len(p.row)
-        p.pack = operator.itemgetter(*[
-            at + new.index(i) if i in new else i for i in st.order])
-        # The result's arrays when it allocates them all: the new ones,
-        # None for an optional output left out.
-        p.pick = operator.itemgetter(*[
-            new.index(i) if i in new else len(new)
-            for i in range(k.n_in, k.n_in + k.n_out)])
+        # Where the new pointers go: runs of fields back to back, each
+        # packed by one pack_into.
+        fields = sorted((lay.at[j], new.index(i)) for j, i in
+                        enumerate(st.order) if i in new)
+        runs = []
+        for at, n in fields:
+            if runs and runs[-1][0] + 8 * len(runs[-1][1]) == at:
+                runs[-1][1].append(n)
+            else:
+                runs.append((at, [n]))
+        if len(runs) == 1 and runs[0][1] == list(range(len(new))):
+            # All of them, in order, in one run: the common case.
+            p.at, p.runs = runs[0][0], struct.Struct("=%dQ" % len(new))
+        else:
+            p.runs = tuple((struct.Struct("=%dQ" % len(ns)), at,
+                            _getter(ns)) for at, ns in runs)
+        # The result's arrays: the new ones, None for an optional output
+        # left out.
+        p.pick = _getter([new.index(i) if i in new else len(new)
+                          for i in range(k.n_in, k.n_in + k.n_out)])
+        return p
 
-    def _launch(self, k, p, buf, xs, out, stream, launch=True):
-        """Allocates the outputs of the checked call `p` (packing their
-        pointers into `buf`, which holds the rest) and launches it;
-        returns its outputs."""
+    def _bind(self, k, xs, args, out):
+        """A Bound launch of a checked call, with a buffer of its own."""
+        buf = self._layouts[k.index].buffer()
+        p = self._checked(k, xs, args, buf)
+        result = out if out is None or out.__class__ is k.result else \
+            _new(k.result, out)
+        arrays = None
         if p.alloc is not None:
             arrays, ps = p.alloc()
-            self._layouts[k.index].packer.pack_into(buf.view, 0,
-                                                    *p.pack(p.row + ps))
-        if launch:
-            r = p.c(self._rt or self._handle(k.name), *p.cargs,
-                    self._stream(stream))
-            if r:
-                raise fail(self._ffi, self._lib, r, k.c_name)
-        if out is None and p.alloc is not None:
-            arrays.append(None)
-            return _new(k.result, p.pick(arrays))
-        return out if out is None or out.__class__ is k.result else \
-            _new(k.result, out)
+            _pack_new(p, buf, ps)
+            if out is None:
+                result = _new(k.result, p.pick(arrays + [None]))
+        return Bound(self, p.c, k.c_name,
+                     (self._handle(k.c_name),) + p.cargs, buf, result,
+                     arrays)
 
     def _late(self, k, st, i):
         a = st.alloc[i] = k.late(self, st, i)
@@ -907,13 +968,7 @@ class Runtime(object):
         bounds).
         Returns Attn(o bfloat16 [R, N_MAX, H, 512], lse float32
         [R, N_MAX, H] or None)."""
-        if scale.__class__ is not float or kv_scale.__class__ is not float \
-                or math.__class__ is not str:
-            args = attn_args("verify_attn", scale, kv_scale, math)
-        else:
-            m = ATTN_MATH.get(math)
-            args = (m, scale, kv_scale) if m is not None else \
-                attn_args("verify_attn", scale, kv_scale, math)
+        args = attn_args("verify_attn", scale, kv_scale, math)
         try:
             n_nodes, anc_mask = tree.n_nodes, tree.anc_mask
         except AttributeError:

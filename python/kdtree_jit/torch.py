@@ -41,8 +41,8 @@ import torch
 from torch import Tensor
 
 from . import _arrays
-from ._runtime import (_ACCEPT, _ATTN, _DRAFT, _NEW, _TREE, Runtime,
-                       attn_args, device_ordinal)
+from ._runtime import (_ACCEPT, _ATTN, _DRAFT, _NEW, _TREE, TUPLE,
+                       Runtime, attn_args, device_ordinal)
 
 _arrays.torch_module()
 _runtimes = {}
@@ -114,48 +114,53 @@ def verify_attn_workspace(q, kv_cache, block_table, math="bf16"):
 
 
 def _runtime_of(k, x):
-    """The Runtime of the device of `x`, the op's first tensor."""
-    rt = _runtimes.get(x.get_device())
-    if rt is None:
-        if x.get_device() < 0:  # the methods' own TypeError
-            i = k.lead[0][0]
-            _arrays.checked(k.name, k.names[i], x, k.dtypes[i], None, 0)
-        rt = runtime(x.get_device())
-    return rt
+    """The Runtime of the device of `x`, the op's first tensor, on its
+    first use."""
+    if x.get_device() < 0:  # the methods' own TypeError
+        i = k.lead[0][0]
+        _arrays.checked(k.name, k.names[i], x, k.dtypes[i], None, 0)
+    return runtime(x.get_device())
 
 
 # ---- the implementations ----------------------------------------------------
 #
 # Each builds the kernel's row of slots (inputs, then outputs) and runs
-# the Runtime's checked path; a functional op gives _NEW for each output.
+# the Runtime's one path (Runtime._call) on the current stream; a
+# functional op gives _NEW for each output and returns the new ones.
+
+_get = _runtimes.get
+
 
 def _draft_topk_out(logits, k, lp, ids):
-    _runtime_of(_DRAFT, logits)._call(_DRAFT, (logits, lp, ids), (k,), None,
-                                      None)
+    (_get(logits.get_device()) or _runtime_of(_DRAFT, logits))._call(
+        _DRAFT, (logits, lp, ids), (k,), None, None)
 
 
 def _draft_topk(logits, k):
-    return tuple(_runtime_of(_DRAFT, logits)._call(
-        _DRAFT, (logits,) + _DRAFT.fresh[1], (k,), None, None))
+    return (_get(logits.get_device()) or _runtime_of(_DRAFT, logits))._call(
+        _DRAFT, (logits, _NEW, _NEW), (k,), TUPLE, None)
 
 
 def _build_ddtree_out(lp, ids, budget, root_token, n_max, depth_limit,
                       past_len, *out):
-    _runtime_of(_TREE, lp)._call(
+    (_get(lp.get_device()) or _runtime_of(_TREE, lp))._call(
         _TREE, (lp, ids, budget, root_token, depth_limit, past_len) + out,
         (n_max,), None, None)
 
 
+_TREE_NEW = (_NEW,) * 9
+
+
 def _build_ddtree(lp, ids, budget, root_token, n_max, depth_limit=None,
                   past_len=None):
-    return tuple(_runtime_of(_TREE, lp)._call(
-        _TREE, (lp, ids, budget, root_token, depth_limit, past_len) +
-        _TREE.fresh[1], (n_max,), None, None))
+    return (_get(lp.get_device()) or _runtime_of(_TREE, lp))._call(
+        _TREE, (lp, ids, budget, root_token, depth_limit, past_len,
+                *_TREE_NEW), (n_max,), TUPLE, None)
 
 
 def _verify_attn_out(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
                      scale, o, lse, workspace, *, kv_scale=1.0, math="bf16"):
-    _runtime_of(_ATTN, q)._call(
+    (_get(q.get_device()) or _runtime_of(_ATTN, q))._call(
         _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask, o,
                 lse, workspace),
         attn_args("verify_attn_out", scale, kv_scale, math), None, None)
@@ -163,24 +168,24 @@ def _verify_attn_out(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
 
 def _verify_attn(q, kv_cache, block_table, past_len, n_nodes, anc_mask,
                  scale, *, kv_scale=1.0, math="bf16"):
-    return tuple(_runtime_of(_ATTN, q)._call(
-        _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask) +
-        _ATTN.fresh[1] + (_NEW,),
-        attn_args("verify_attn", scale, kv_scale, math), None, None))
+    return (_get(q.get_device()) or _runtime_of(_ATTN, q))._call(
+        _ATTN, (q, kv_cache, block_table, past_len, n_nodes, anc_mask, _NEW,
+                _NEW, _NEW),
+        attn_args("verify_attn", scale, kv_scale, math), TUPLE, None)
 
 
 def _tree_accept_out(n_nodes, token, first_child, next_sibling, target, L,
                      max_accept, *out):
-    _runtime_of(_ACCEPT, token)._call(
+    (_get(token.get_device()) or _runtime_of(_ACCEPT, token))._call(
         _ACCEPT, (token, first_child, next_sibling, n_nodes, target,
                   max_accept) + out, (L,), None, None)
 
 
 def _tree_accept(n_nodes, token, first_child, next_sibling, target, L,
                  max_accept=None):
-    return tuple(_runtime_of(_ACCEPT, token)._call(
+    return (_get(token.get_device()) or _runtime_of(_ACCEPT, token))._call(
         _ACCEPT, (token, first_child, next_sibling, n_nodes, target,
-                  max_accept) + _ACCEPT.fresh[1], (L,), None, None))
+                  max_accept, _NEW, _NEW, _NEW, _NEW), (L,), TUPLE, None)
 
 
 # ---- the fake implementations -----------------------------------------------

@@ -389,3 +389,22 @@ def test_a_bound_launch_packs_a_buffer_of_its_own():
                          call.root_token, N)
     assert fresh.result.token is not None and fresh.result.score is None
     assert fresh._keep.ptrs["kdtree_tree"].token == ptr(fresh.result.token)
+
+
+def test_a_bound_launch_keeps_the_workspace_it_allocated():
+    rt = runtime()
+    # The NULL runtime gives no workspace size: this one does.
+    rt.verify_attn_workspace_size = lambda *args: 1024
+    q = torch.zeros(R, N, H, 576, dtype=torch.bfloat16)
+    kv = torch.zeros(R * PAGES, PAGE, 576, dtype=torch.bfloat16)
+    table = torch.zeros(R, PAGES, dtype=i32)
+    attn = kdtree_jit.Attn(torch.zeros(R, N, H, 512, dtype=torch.bfloat16),
+                           torch.zeros(R, N, H))
+    bound = rt.bind("verify_attn", q, kv, table, torch.zeros(R, dtype=i32),
+                    new_tree(), 0.1, out=attn)
+    assert tuple(bound.result) == tuple(attn)
+    a = bound._keep.ptrs["kdtree_attn"]
+    ws, = bound._arrays
+    gc.collect()
+    assert (a.workspace, a.workspace_bytes) == (ws.data_ptr(), 1024)
+    assert ws.numel() == 1024 and ws.dtype == torch.uint8
