@@ -19,8 +19,8 @@ every shape is fixed by (R, budget), so a round reads nothing back to the
 host and can be captured in a CUDA graph once and replayed (graph=True).
 Between rounds the host reads one flag (are all requests done?).  A
 request stops at an EOS token or at its token limit; until the batch is
-done it keeps a root-only tree (budget 0) and its cache stays where it
-was.  Budget 0 is plain decoding: one row a step through the same target
+done it keeps running rounds whose tokens are not output, its past_len
+frozen.  Budget 0 is plain decoding: one row a step through the same target
 forward, with no drafter.
 """
 import collections
@@ -95,14 +95,26 @@ class Batch(object):
         self.R, self.N = R, N
         self.cache = PagedKVCache(dec.n_layers, R, capacity, dec.page_size,
                                   dec.backend.kv_dtype(dec.dtype), dev)
+        i64 = dict(dtype=torch.int64, device=dev)
         self.past_len = torch.zeros(R, **i32)
         self.hidden = torch.zeros((R, A, D), dtype=dec.dtype, device=dev)
+        # A request that is done keeps its whole tree: the round's cost
+        # does not change, and nothing it computes is kept (its past_len
+        # and output are frozen).
         self.budget = torch.full((R,), dec.budget, **i32)
-        self.active = torch.ones(R, dtype=torch.bool, device=dev)
         self.done = torch.zeros(R, dtype=torch.bool, device=dev)
         self.limit = torch.tensor(limits, **i32)
-        self.n_out = torch.zeros(R, **i32)
+        # The index of each request's last output token (n_out - 1) and
+        # of the last one it may have, so that a round's tokens land at
+        # last + 1 + j with no index arithmetic beyond one add.
+        self.last = torch.full((R,), -1, **i64)
+        self.last_max = self.limit.long() - 1
         self.out = torch.zeros((R, max(limits) + A), **i32)
+        # Fixed for (R, budget), made once: the columns of a round's
+        # tokens, and a zero that widens accept_idx to int64 as it clamps.
+        self.j1 = torch.arange(1, A + 1, **i64)
+        self.zero = torch.zeros((1, 1), **i64)
+        self.M = min(A, N)  # rows the KV move covers
         self.draft = Draft(torch.zeros((R, L, K), dtype=torch.float32,
                                        device=dev), torch.zeros((R, L, K),
                                                                 **i32))
@@ -130,7 +142,16 @@ class Batch(object):
         # What the verify leaves for the accept and the KV move: the
         # rows' hidden states [R, N, D], slots [R, N] and tokens [R, N].
         self.rows_h = self.row_slots = self.target = None
+        # What the accept leaves for the KV move: each moved row's source
+        # (int64 [R, M]) and each request's advance (int32 [R]).
+        self.src = torch.zeros((R, self.M), **i64)
+        self.adv = torch.zeros(R, **i32)
         self.graphs = None
+
+    @property
+    def n_out(self):
+        """Tokens output so far, int64 [R]."""
+        return self.last + 1
 
     def finished(self):
         """True once every request is done (reads one flag: a sync)."""
@@ -231,8 +252,10 @@ class Decoder(object):
         (`slots`: cache.row_slots(past_len, N), computed if not given) and
         returns the final hidden states [R, N, D]."""
         base = self.model.model
-        x = base.embed_tokens(tokens.long())
-        cos, sin = base.rotary_emb(x, position.long())
+        # int32 ids and positions as they are: the embedding takes int32
+        # and the rotary embedding casts positions to float itself.
+        x = base.embed_tokens(tokens)
+        cos, sin = base.rotary_emb(x, position)
         if slots is None:
             slots = cache.row_slots(past_len, tokens.shape[1])
         ctx = _Forward(self.backend, cache, tree, past_len, slots)
@@ -337,7 +360,7 @@ class Decoder(object):
         b.bonus.copy_(first)
         b.hidden[:, 0].copy_(last)
         b.out[:, 0].copy_(first)
-        b.n_out.fill_(1)
+        b.last.fill_(0)
         b.done.copy_(self._is_eos(first) | (b.limit <= 1))
 
     def _is_eos(self, tokens):
@@ -348,7 +371,6 @@ class Decoder(object):
     # ---- the phases of a round ------------------------------------------
 
     def _phase_draft(self, b):
-        b.active.copy_(~b.done)
         if self.budget == 0:
             return
         logits = self.drafter(DraftInput(b.bonus, b.past_len, b.hidden,
@@ -366,8 +388,6 @@ class Decoder(object):
             t.token[:, 0].copy_(b.bonus)
             t.position[:, 0].copy_(b.past_len)
             return
-        # A request that is done gets a root-only tree.
-        b.budget.fill_(self.budget).masked_fill_(~b.active, 0)
         self.backend.build_ddtree(b.draft, b.budget, b.bonus, b.past_len,
                                   self.n_max, t)
 
@@ -382,40 +402,50 @@ class Decoder(object):
     def _phase_accept(self, b):
         acc = b.acc
         self.backend.tree_accept(b.tree, b.target, self.L, acc)
-        A = self.L + 1
+        L, R = self.L, b.R
         alen = acc.accept_len
-        j = torch.arange(A, dtype=torch.int32, device=alen.device)
-        # The round's new tokens: the accepted drafts, then the bonus.
-        emitted = torch.cat([acc.accept_token[:, 1:],
-                             acc.accept_token[:, :1]], dim=1)
-        emitted.scatter_(1, (alen - 1).long().unsqueeze(1),
-                         acc.bonus.unsqueeze(1))
-        n_new = torch.minimum(alen, b.limit - b.n_out)
+        # How far the request advances: nothing once it is done.
+        b.adv = alen.masked_fill(b.done, 0)
+        # The round's tokens: the accepted drafts, then the bonus, at
+        # last + 1 + j.  Columns past the bonus get the walk's -1 padding
+        # or stale tokens; they lie past the request's last token, where
+        # a later round overwrites them or nothing reads them (out has
+        # L + 1 columns past any limit).
+        at = b.last.unsqueeze(1) + b.j1
+        b.out.scatter_(1, at[:, :L], acc.accept_token[:, 1:])
+        b.out.scatter_(1, (b.last + alen).view(R, 1), acc.bonus.view(R, 1))
         if self.eos.numel():
-            eos = self._is_eos(emitted) & (j < alen.unsqueeze(1))
-            has_eos = eos.any(dim=1) & b.active
-            n_new = torch.minimum(n_new, torch.where(eos, j, A).min(
-                dim=1).values + 1)
-            b.done.logical_or_(has_eos)
-        n_new = torch.where(b.active, n_new, 0)
-        # Tokens past n_new land past the request's last token (a done
-        # request's too): a later round overwrites them, or nothing reads
-        # them.
-        at = (b.n_out.long().unsqueeze(1) + j).clamp(max=b.out.shape[1] - 1)
-        b.out.scatter_(1, at, emitted)
-        b.n_out.add_(n_new)
-        b.done.logical_or_(b.n_out >= b.limit)
+            self._stop_at_eos(b, at)
+        else:
+            b.last.add_(b.adv)
+            torch.minimum(b.last, b.last_max, out=b.last)
+            torch.ge(b.last, b.last_max, out=b.done)
+        # Each accepted row's source, clamped to row 0 past the path (and
+        # widened to int64 in the same operation): the rows of the
+        # drafter's hidden states and of the KV move.
+        torch.maximum(acc.accept_idx[:, :b.M], b.zero, out=b.src)
         D = b.hidden.shape[-1]
-        idx = acc.accept_idx.long().clamp(min=0).unsqueeze(-1).expand(
-            -1, -1, D)
-        torch.gather(b.rows_h, 1, idx, out=b.hidden)
+        torch.gather(b.rows_h, 1, b.src.unsqueeze(-1).expand(-1, -1, D),
+                     out=b.hidden[:, :b.M])
+
+    def _stop_at_eos(self, b, at):
+        """Output up to the first EOS among the round's accepted tokens
+        (it included), at most up to the limit; a request that meets one
+        is done."""
+        A = self.L + 1
+        emitted = b.out.gather(1, at)
+        eos = self._is_eos(emitted) & (b.j1 <= b.acc.accept_len.unsqueeze(1))
+        # Tokens up to and including the first EOS; A + 1 where none.
+        upto = torch.where(eos, b.j1, A + 1).amin(dim=1)
+        hit = upto <= b.adv  # an EOS among the tokens output
+        b.last.add_(torch.minimum(b.adv, upto))
+        torch.minimum(b.last, b.last_max, out=b.last)
+        b.done.logical_or_(hit | (b.last >= b.last_max))
 
     def _phase_kv_move(self, b):
-        acc = b.acc
         if self.n_max > 1:  # a root-only tree's one row is in place
-            b.cache.move_accepted(b.row_slots, acc.accept_idx,
-                                  acc.accept_len)
-        b.past_len.add_(torch.where(b.active, acc.accept_len, 0))
+            b.cache.move_accepted(b.row_slots, b.src)
+        b.past_len.add_(b.adv)
 
     PHASES = ("draft", "build", "verify", "accept", "kv_move")
 

@@ -30,11 +30,19 @@ class ScriptedDrafter(object):
     tokens by position (prompt then continuation); depth L; vocab V.
     p_first, p_second: a float or one per depth.  Logits are small noise
     (a fixed table) with the scripted token raised; a position past the
-    script drafts noise alone."""
+    script drafts noise alone.
+
+    Every draft is a function of (request, position of the bonus token)
+    alone, so the drafts of every position the script covers are worked
+    out here, once, as the few logits each one changes (the scripted
+    token's and a decoy's): a call is then a handful of device
+    operations (a gather of those logits at the request's position, a
+    copy of the noise, a scatter), about what a real drafter's output
+    layer costs beside its matmul, and never a sync."""
 
     def __init__(self, script, depth, vocab, p_first=0.8, p_second=0.1,
                  seed=0, dtype=torch.float32):
-        self.script = script.long()
+        script = script.long()
         self.L, self.V, self.seed = depth, vocab, seed
         dev = script.device
 
@@ -50,7 +58,35 @@ class ScriptedDrafter(object):
         self.p2 = self.p1 + per_depth(p_second)
         g = torch.Generator().manual_seed(seed)
         self.noise = torch.rand((depth, vocab), generator=g).to(dev, dtype)
-        self.d = torch.arange(depth, device=dev)
+        R, T = script.shape
+        self.T = T
+        # Position q of the bonus token drafts positions q + 1 + d.
+        d = torch.arange(depth, device=dev)
+        pos = torch.arange(T, device=dev).view(1, T, 1) + 1 + d  # [1, T, L]
+        inside = pos < T
+        right = script.gather(1, pos.clamp(max=T - 1).view(1, -1).expand(
+            R, -1)).view(R, T, depth)
+        r = torch.arange(R, device=dev).view(R, 1, 1)
+        u = _uniform(((r * 1000003 + pos) * 64 + d) * 4096 + seed)
+        first = (u < self.p1) & inside
+        second = (u >= self.p1) & (u < self.p2) & inside
+        decoy = (right + 1) % vocab
+        noise = self.noise.float()
+        at = noise.unsqueeze(0).unsqueeze(0).expand(R, T, -1, -1)
+
+        def noise_of(tok):
+            return at.gather(3, tok.unsqueeze(3)).squeeze(3)
+
+        z = torch.zeros_like(right, dtype=torch.float32)
+        decoy_v = noise_of(decoy) + torch.where(first | ~inside, z,
+                                                z + _HIGH)
+        right_v = torch.where(first, z + _HIGH, torch.where(
+            second, z + _SECOND, z + _OUT))
+        right_v = torch.where(inside, right_v, noise_of(right))
+        # [R, T, L, 2]: the decoy, then the scripted token (which wins
+        # where the two are one token), as scatter_ takes them.
+        self.tok = torch.stack([decoy, right], dim=3)
+        self.val = torch.stack([decoy_v, right_v], dim=3).to(dtype)
 
     def expected_accept(self):
         """Expected tokens a round (accept_len) if the tree always holds
@@ -61,23 +97,10 @@ class ScriptedDrafter(object):
 
     def __call__(self, inp):
         R = inp.bonus.shape[0]
-        T = self.script.shape[1]
-        pos = inp.position.long().unsqueeze(1) + 1 + self.d  # [R, L]
-        inside = pos < T
-        right = self.script.gather(1, pos.clamp(max=T - 1))
-        r = torch.arange(R, device=pos.device).unsqueeze(1)
-        u = _uniform(((r * 1000003 + pos) * 64 + self.d) * 4096 + self.seed)
-        first = (u < self.p1) & inside
-        second = (u >= self.p1) & (u < self.p2) & inside
-        decoy = (right + 1) % self.V
+        L = self.L
+        q = inp.position.long().clamp_(max=self.T - 1).view(R, 1, 1, 1) \
+            .expand(R, 1, L, 2)
+        tok = self.tok.gather(1, q).view(R, L, 2)
+        val = self.val.gather(1, q).view(R, L, 2)
         logits = self.noise.unsqueeze(0).expand(R, -1, -1).clone()
-        z = torch.zeros_like(right, dtype=logits.dtype)
-        decoy_v = torch.where(first | ~inside, z, z + _HIGH)
-        right_v = torch.where(first, z + _HIGH, torch.where(
-            second, z + _SECOND, z + _OUT))
-        right_v = torch.where(inside, right_v, logits.gather(
-            2, right.unsqueeze(2)).squeeze(2))
-        logits.scatter_(2, decoy.unsqueeze(2), (decoy_v + logits.gather(
-            2, decoy.unsqueeze(2)).squeeze(2)).unsqueeze(2))
-        logits.scatter_(2, right.unsqueeze(2), right_v.unsqueeze(2))
-        return logits
+        return logits.scatter_(2, tok, val)

@@ -14,13 +14,15 @@ at i = 0).  After the walk, accepted row `accept_idx[j]` must sit at
 and one scatter, reading every source before writing any destination:
 `accept_idx = [0, 2, 3]` moves row 2 to slot 1 and row 3 to slot 2, so
 slot 2 is both read and written, and an in-place copy in any parallel
-order could read it after it was overwritten.  Paths are increasing
-(`accept_idx[j] >= j`), so the destinations `past_len + j` are distinct
-and the scatter has no duplicate index.  Shapes never depend on the
-accepted length: the move always covers `M = min(L + 1, N_MAX)` rows and
-rows past `accept_len` copy onto themselves, so a round is capturable in
-a CUDA graph and nothing is read back to the host (docs/decoder.md, "The
-KV move", argues torch operations over a fifth kernel).
+order could read it after it was overwritten.  The destinations
+`past_len + j` are distinct, so the scatter has no duplicate index.
+Shapes never depend on the accepted length: the move always covers `M =
+min(L + 1, N_MAX)` rows, and a row j past `accept_len` gets whatever
+source it is given (the decoder gives row 0): it lies past the request's
+new past_len, where the next round's forward writes its own rows before
+any layer reads them.  So a round is capturable in a CUDA graph and
+nothing is read back to the host (docs/decoder.md, "The KV move", argues
+torch operations over a fifth kernel).
 """
 import torch
 
@@ -62,6 +64,11 @@ class PagedKVCache(object):
         self._pages = self.block_table.long()
         # Every layer's rows as one 2-D table per layer: slot -> row.
         self._flat = self.data.view(n_layers, n_pages * page_size, KV_DIM)
+        # The slot of every logical position, int64 [R, capacity]: a
+        # round's slots are then one gather (row_slots).
+        self._slot_of = self.slots(torch.arange(
+            self.capacity, device=device).expand(n_requests, -1))
+        self._rows = {}
 
     def layer(self, i):
         """Layer i's pages, [pages][PAGE][576], contiguous (a view)."""
@@ -92,22 +99,24 @@ class PagedKVCache(object):
             self.R, self.capacity, KV_DIM)
 
     def row_slots(self, past_len, n):
-        """The slots [R, n] of positions past_len + i, i < n: where a
-        forward over n rows writes them."""
-        rows = torch.arange(n, device=past_len.device)
-        return self.slots(past_len.long().unsqueeze(1) + rows)
+        """The slots int64 [R, n] of positions past_len + i, i < n: where
+        a forward over n rows writes them (two device operations; the
+        positions must be inside the capacity, as the decoder sizes it)."""
+        rows = self._rows.get(n)
+        if rows is None:
+            rows = self._rows[n] = torch.arange(n, device=past_len.device)
+        return self._slot_of.gather(1, past_len.unsqueeze(1) + rows)
 
-    def move_accepted(self, row_slots, accept_idx, accept_len):
-        """Moves, in every layer, tree row accept_idx[r][j] to row j, for
-        j < accept_len[r].  row_slots [R, N_MAX]: the tree rows' slots
-        (row_slots(past_len, N_MAX), which the round's forward wrote);
-        accept_idx [R, L+1] and accept_len [R]: tree_accept's."""
-        M = min(accept_idx.shape[1], row_slots.shape[1])
-        j = torch.arange(M, device=accept_idx.device)
-        keep = j.unsqueeze(0) < accept_len.unsqueeze(1)
-        src = row_slots.gather(1, torch.where(keep, accept_idx[:, :M],
-                                              j).long())
+    def move_accepted(self, row_slots, src):
+        """Moves, in every layer, tree row src[r][j] to row j.
+        row_slots [R, N_MAX]: the tree rows' slots (row_slots(past_len,
+        N_MAX), which the round's forward wrote); src int64 [R, M], M <=
+        N_MAX: tree_accept's accept_idx with its -1 padding past the path
+        clamped to 0 (rows past accept_len are moved too, from row 0;
+        the module's docstring says why that is harmless)."""
+        M = src.shape[1]
         # Gather first, then scatter: a destination may be another row's
         # source (the module's docstring).
-        rows = self._flat.index_select(1, src.reshape(-1))
-        self._flat.index_copy_(1, row_slots[:, :M].reshape(-1), rows)
+        rows = self._flat.index_select(1, row_slots.gather(1, src).view(-1))
+        self._flat[:, row_slots[:, :M]] = rows.view(
+            self.n_layers, self.R, M, KV_DIM)

@@ -93,12 +93,14 @@ class NoSync(object):
     the host (.item(), bool(t), .tolist(), .numpy(), nonzero, a boolean
     index) raises: on a CPU, the check that code would not sync on a GPU.
     `ops` counts the aten operations run inside, `kernels` those that are
-    not views (each a kernel on a GPU)."""
+    not views (each a kernel on a GPU; a Python scalar wrapped into a
+    tensor is made on the host).  While `paused()` nothing is counted or
+    refused (what a stand-in for a library kernel computes)."""
 
     VIEWS = ("view", "unsqueeze", "alias", "expand", "slice", "select",
              "split", "split_with_sizes", "transpose", "reshape",
              "_unsafe_view", "t", "permute", "squeeze", "detach",
-             "as_strided", "unbind")
+             "as_strided", "unbind", "scalar_tensor")
 
     SYNCS = ("_local_scalar_dense", "nonzero", "masked_select", "unique",
              "_unique2", "item")
@@ -110,6 +112,8 @@ class NoSync(object):
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = func.__name__.split(".")[0]
+                if outer._paused:
+                    return func(*args, **(kwargs or {}))
                 if name in outer.SYNCS or (name == "index" and any(
                         getattr(i, "dtype", None) == torch.bool
                         for i in (args[1] if len(args) > 1 else ()))):
@@ -119,18 +123,35 @@ class NoSync(object):
                 outer.kernels += name not in outer.VIEWS
                 return func(*args, **(kwargs or {}))
 
-        self.ops = self.kernels = 0
+        self.ops = self.kernels = self._paused = 0
         self._mode = Mode()
         self._saved = None
 
+    def paused(self):
+        """A context in which nothing is counted or refused."""
+        import contextlib
+        outer = self
+
+        @contextlib.contextmanager
+        def ctx():
+            outer._paused += 1
+            try:
+                yield
+            finally:
+                outer._paused -= 1
+        return ctx()
+
     def __enter__(self):
-        def refuse(name):
+        self._saved = (torch.Tensor.tolist, torch.Tensor.numpy)
+
+        def refuse(name, saved):
             def f(*a, **k):
+                if self._paused:
+                    return saved(*a, **k)
                 raise AssertionError("host sync: Tensor.%s" % name)
             return f
-        self._saved = (torch.Tensor.tolist, torch.Tensor.numpy)
-        torch.Tensor.tolist, torch.Tensor.numpy = refuse("tolist"), \
-            refuse("numpy")
+        torch.Tensor.tolist, torch.Tensor.numpy = \
+            refuse("tolist", self._saved[0]), refuse("numpy", self._saved[1])
         self._mode.__enter__()
         return self
 

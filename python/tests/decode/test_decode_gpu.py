@@ -130,26 +130,25 @@ def test_kv_move_in_a_graph_gpu():
         c = PagedKVCache(2, 2, 200, page, torch.bfloat16, "cuda")
         c.data.copy_(torch.randn(c.data.shape, device="cuda"))
         past = torch.tensor([7, 100], dtype=torch.int32, device="cuda")
-        # tree_accept's output for a root alone: row 0, then -1 padding
-        idx = torch.full((2, 6), -1, dtype=torch.int32, device="cuda")
-        idx[:, 0] = 0
-        alen = torch.ones(2, dtype=torch.int32, device="cuda")
+        # Each destination row's source: tree_accept's accept_idx with
+        # its -1 padding clamped to 0, as the decoder gives it (rows past
+        # the path come from row 0).
+        src = torch.zeros((2, 6), dtype=torch.int64, device="cuda")
         slots = c.row_slots(past, 9)
-        c.move_accepted(slots, idx, alen)  # warm-up, a no-op move
+        c.move_accepted(slots, src)  # warm-up
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            c.move_accepted(slots, idx, alen)
+            c.move_accepted(slots, src)
         for path in ([0, 2, 3], [0, 1, 4, 8], [0]):
+            full = path + [0] * (6 - len(path))
             want = [c.gather(layer).clone() for layer in range(2)]
             for r in range(2):
-                for j, s in enumerate(path):
+                for j, s in enumerate(full):
                     for layer in range(2):
                         want[layer][r, int(past[r]) + j] = \
                             c.gather(layer)[r, int(past[r]) + s]
-            idx.fill_(-1)
-            idx[:, :len(path)] = torch.tensor(path, dtype=torch.int32)
-            alen.fill_(len(path))
+            src.copy_(torch.tensor([full] * 2))
             g.replay()
             torch.cuda.synchronize()
             for layer in range(2):
