@@ -194,3 +194,32 @@ def test_lossless_sampling_chi_square():
     law2 = lp2.gather(2, seqs.unsqueeze(2)).squeeze(2).sum(1).exp()
     assert _chi2_p(count.sum(2).reshape(-1),
                    law2.view(V, V, V).sum(2).reshape(-1) * n) < 1e-6
+
+
+def test_lossless_successor_target_f32_and_bf16():
+    """decode.targets' construction (the bench's target): greedy decoding
+    is the successor chain with a wide margin at every step, so in f32
+    and in bf16 tree decoding at budgets 16, 64 and 256 gives plain
+    decoding's tokens for the whole run, and the drafter's acceptance is
+    what it was set to."""
+    from kdtree_jit.decode.targets import chain, margins, successor_target
+    n = 48
+    for dtype in (torch.float32, torch.bfloat16):
+        m = _tiny.model("deep", seed=11, dtype=dtype)
+        succ = successor_target(m, seed=12)
+        ps = _tiny.prompts(256, [3, 30, 11], seed=13)
+        want = [chain(succ, [succ[p[-1]]], n)[0].tolist() for p in ps]
+        ids = torch.tensor([p[-3:] + w for p, w in zip(ps, want)])
+        gap, top = margins(m, ids)
+        # Teacher-forced, every step's winner leads by far more than
+        # bf16 rounding (2^-8 of the logit).
+        assert float((gap / top).min()) > 0.25, dtype
+        plain = Decoder(m, None, budget=0, eos_token_id=None).generate(ps, n)
+        _same(plain, want, "%s plain decoding" % dtype)
+        for budget in (16, 64, 256):
+            got, b = _decode(m, ps, want, budget, p_first=0.9,
+                             p_second=0.0, n=n, eos_token_id=None)
+            _same(got, plain, "%s budget %d" % (dtype, budget))
+            # 1 + sum of 0.9^d over 15 depths is 8.1 tokens a round: a
+            # 48-token run takes a handful of rounds.
+            assert b.rounds <= 12, (dtype, budget, b.rounds)
