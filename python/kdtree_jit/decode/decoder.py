@@ -485,14 +485,19 @@ class Decoder(object):
                     g()
         b.rounds += 1
 
-    def capture(self, b, per_phase=False):
+    def capture(self, b, mark=None):
         """CUDA graphs of a round on batch b: the phases that stay on the
-        device, merged where consecutive (per_phase=False) or one a phase
-        (per_phase=True: the bench times each).  Returns the callables
+        device, consecutive ones in one graph.  Returns the callables
         that, called in order, run one round, as (phase names, callable).
         Capturing writes nothing the round reads (a graph is recorded,
         not run); b must have run a round eagerly (every shape loaded,
-        every buffer allocated)."""
+        every buffer allocated).
+
+        mark: a timing hook (the bench records CUDA events with it).
+        mark(label) is called once for each boundary of the round, in
+        round order, and returns a callable that records it: in the
+        graph before each device phase (label: its name) and at the end
+        of each graph (None); before a host phase, at every call."""
         groups, cur = [], []
         for name, fn, host in self._phases():
             if host:
@@ -502,9 +507,6 @@ class Decoder(object):
                 groups.append(("host", [(name, fn)]))
             else:
                 cur.append((name, fn))
-                if per_phase:
-                    groups.append(("device", cur))
-                    cur = []
         if cur:
             groups.append(("device", cur))
         # One memory pool per capture, shared by its graphs: a tensor one
@@ -522,12 +524,17 @@ class Decoder(object):
             for kind, fns in groups:
                 names = tuple(n for n, _ in fns)
                 if kind == "host":
-                    calls.append((names, _bind(fns[0][1], b)))
+                    rec = mark(names[0]) if mark else None
+                    calls.append((names, _bind(fns[0][1], b, rec)))
                     continue
                 g = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(g, pool=pool):
-                    for _, fn in fns:
+                    for name, fn in fns:
+                        if mark:
+                            mark(name)()
                         fn(b)
+                    if mark:
+                        mark(None)()
                 calls.append((names, g.replay))
         return calls
 
@@ -542,8 +549,14 @@ class Decoder(object):
         return b.tokens()
 
 
-def _bind(fn, b):
-    return lambda: fn(b)
+def _bind(fn, b, before=None):
+    if before is None:
+        return lambda: fn(b)
+
+    def call():
+        before()
+        fn(b)
+    return call
 
 
 def _backend(name, device):

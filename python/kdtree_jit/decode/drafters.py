@@ -88,11 +88,14 @@ class ScriptedDrafter(object):
         self.tok = torch.stack([decoy, right], dim=3)
         self.val = torch.stack([decoy_v, right_v], dim=3).to(dtype)
 
-    def expected_accept(self):
-        """Expected tokens a round (accept_len) if the tree always holds
-        the right token when the drafter ranks it first or second: 1 +
-        sum over depths of the chance that every depth up to it hit."""
-        hit = torch.cumprod(self.p2, 0)
+    def expected_accept(self, depth=None):
+        """Expected tokens a round (accept_len) if the tree holds the
+        right token, down to `depth` (default L), wherever the drafter
+        ranks it first or second: 1 + the sum over those depths of the
+        chance that every depth up to it hit.  With p_second = 0 a tree
+        of budget B >= depth holds it (its first choices are the best
+        chain), so this is exact for depth = min(B, L)."""
+        hit = torch.cumprod(self.p2[:depth], 0)
         return 1.0 + float(hit.sum())
 
     def __call__(self, inp):

@@ -25,25 +25,39 @@ def _run(args):
                           universal_newlines=True, timeout=600)
 
 
+def _smoke(d, dtype):
+    out = os.path.join(d, "decode-%s.json" % dtype)
+    p = _run(["--smoke", "--dtype", dtype, "--requests", "1,2", "--past",
+              "40", "--budgets", "3,16,64", "--tokens", "24", "--rounds",
+              "6", "--json", out])
+    assert p.returncode == 0, p.stderr
+    return json.load(open(out)), out
+
+
 def test_bench_smoke_writes_its_json():
     with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "decode.json")
-        p = _run(["--smoke", "--requests", "1,2", "--past", "40",
-                  "--budgets", "3,8", "--tokens", "32", "--json", out])
-        assert p.returncode == 0, p.stderr
-        res = json.load(open(out))
+        res, out = _smoke(d, "f32")
         assert res["tool"] == "kdtree-decode-bench"
         rows = res["rows"]
         assert [(r["R"], r["budget"]) for r in rows] == \
-            [(1, 3), (1, 8), (2, 3), (2, 8)]
+            [(1, 3), (1, 16), (1, 64), (2, 3), (2, 16), (2, 64)]
         for r in rows:
-            assert set(r["phases_us"]) == {"draft", "build", "verify",
-                                           "accept", "kv_move"}
+            assert set(r["phases_us"]) == {"drafter", "draft", "build",
+                                           "verify", "accept", "kv_move"}
+            assert set(r["kernels_us"]) == {"draft_topk", "build_ddtree",
+                                            "verify_attn", "tree_accept"}
+            # The phases are intervals of one timed round: they add up.
+            assert abs(sum(r["phases_us"].values()) -
+                       r["timed_round_us"]) < 1e-6 * r["timed_round_us"]
             assert r["tokens_per_s"] > 0 and r["plain_tokens_per_s"] > 0
             assert r["accept_len"] >= 1
-            # f32 on a CPU: the tree decoder is plain decoding, token for
-            # token.
-            assert r["tokens_differing_from_plain"] == 0
+            # 1 + sum of 0.9^d, d up to min(budget, depth 15)
+            assert r["expected_accept_len"] == pytest.approx(1 + sum(
+                0.9 ** d for d in range(1, min(r["budget"], 15) + 1)))
+            # The target's successor chain: plain and tree decoding both
+            # follow it, token for token.
+            assert r["plain_tokens_off_script"] == 0
+            assert r["tokens_off_script"] == 0
         try:
             import matplotlib  # noqa: F401
         except ImportError:
@@ -53,6 +67,18 @@ def test_bench_smoke_writes_its_json():
                            universal_newlines=True)
         assert p.returncode == 0 and "kdtree-decode.png" in p.stdout, \
             p.stderr
+
+
+def test_bench_smoke_bf16_follows_the_chain():
+    """In bf16 too the successor target leaves no near-tie: tree decoding
+    at budgets 3 to 64 gives plain decoding's tokens (the bench's
+    construction, decode/targets.py)."""
+    with tempfile.TemporaryDirectory() as d:
+        res, _ = _smoke(d, "bf16")
+        assert res["model"]["dtype"] == "bfloat16"
+        for r in res["rows"]:
+            assert r["plain_tokens_off_script"] == 0
+            assert r["tokens_off_script"] == 0
 
 
 def test_bench_says_it_needs_cuda():
