@@ -6,9 +6,10 @@ signatures is a change here alone.
 Every output goes into a buffer the decoder owns (`out=`) and the
 verify_attn workspace is allocated here once per shape, so the pointers a
 CUDA graph captures stay valid for every replay; nothing is read back to
-the host.  The kernels want bf16 queries and cache (docs/contract.md §3):
-the cache is allocated in bf16 (`kv_dtype`) and a query of another dtype
-is converted on the way in.
+the host.  The kernels want bf16 queries and a bf16 or e4m3 cache
+(docs/contract.md §3): the cache is allocated in bf16 (`kv_dtype`)
+unless the decoder keeps an e4m3 one (read with its scale, in bf16
+arithmetic), and a query of another dtype is converted on the way in.
 """
 import torch
 
@@ -37,14 +38,15 @@ class LibraryBackend(object):
     def kv_dtype(self, model_dtype):
         return torch.bfloat16
 
-    def prepare(self, V, K, L, n_max, H, page, dtype):
+    def prepare(self, V, K, L, n_max, H, page, dtype, kv="bf16"):
         """Loads every kernel of a round's shape, so that the first round
-        can be captured (kdtree_prepare)."""
+        can be captured (kdtree_prepare); kv: the cache's type, "bf16" or
+        "e4m3"."""
         rt = self.rt
         rt.prepare("draft_topk", V=V, K=K,
                    DTYPE="bf16" if dtype == torch.bfloat16 else "f32")
         rt.prepare("build_ddtree", L=L, K=K, N_MAX=n_max)
-        rt.prepare("verify_attn", H=H, PAGE=page, N_MAX=n_max)
+        rt.prepare("verify_attn", H=H, PAGE=page, N_MAX=n_max, KV=kv)
         rt.prepare("tree_accept", N_MAX=n_max, L=L)
 
     def draft_topk(self, logits, k, out):
@@ -79,7 +81,7 @@ class LibraryBackend(object):
         q = q.to(torch.bfloat16).contiguous()
         self.rt.verify_attn(q, cache.layer(layer), cache.block_table,
                             past_len, tree, scale, want_lse=False,
-                            workspace=ws, out=out)
+                            workspace=ws, out=out, kv_scale=cache.scale)
         return out.o
 
     def tree_accept(self, tree, target, L, out):

@@ -28,7 +28,7 @@ import collections
 import torch
 
 from .. import Accept, Draft, Tree
-from .kv import PagedKVCache
+from .kv import E4M3, PagedKVCache, cache_scale
 from .mla import install
 from .torch_backend import TorchBackend
 
@@ -93,8 +93,10 @@ class Batch(object):
         A = L + 1
         i32 = dict(dtype=torch.int32, device=dev)
         self.R, self.N = R, N
-        self.cache = PagedKVCache(dec.n_layers, R, capacity, dec.page_size,
-                                  dec.backend.kv_dtype(dec.dtype), dev)
+        self.cache = PagedKVCache(
+            dec.n_layers, R, capacity, dec.page_size,
+            E4M3 if dec.kv_e4m3 else dec.backend.kv_dtype(dec.dtype), dev,
+            scale=dec.kv_scale)
         i64 = dict(dtype=torch.int64, device=dev)
         self.past_len = torch.zeros(R, **i32)
         self.hidden = torch.zeros((R, A, D), dtype=dec.dtype, device=dev)
@@ -184,6 +186,12 @@ class Decoder(object):
         the same attention).
     graph: capture the round in CUDA graphs (default: on CUDA devices).
     generator: the torch.Generator of the sampling (T > 0).
+    kv_cache_dtype: None (the backend's: bf16 for the library, the
+        model's dtype for torch) or "e4m3" (torch.float8_e4m3fn): an FP8
+        cache as SGLang's and vLLM's fp8_e4m3 ones, holding each latent
+        row divided by kv_scale, rounded to e4m3 (decode.kv).  Decoding
+        over it is lossless against plain decoding over the same cache.
+    kv_scale: the FP8 cache's scale (SGLang: 1.0; vLLM: its k_scale).
     """
 
     _UNSET = object()
@@ -191,7 +199,7 @@ class Decoder(object):
     def __init__(self, model, drafter=None, backend="torch", budget=64,
                  depth=15, topk=8, page_size=64, temperature=0.0,
                  eos_token_id=_UNSET, prefill_chunk=128, graph=None,
-                 generator=None):
+                 generator=None, kv_cache_dtype=None, kv_scale=1.0):
         if not 0 <= budget <= _MAX_ROWS - 1:
             raise ValueError("Decoder: budget must be in 0..%d, got %d"
                              % (_MAX_ROWS - 1, budget))
@@ -207,6 +215,13 @@ class Decoder(object):
         if temperature < 0:
             raise ValueError("Decoder: temperature must be >= 0, got %r"
                              % temperature)
+        if kv_cache_dtype not in (None, "e4m3", E4M3):
+            raise ValueError("Decoder: kv_cache_dtype must be None or "
+                             "'e4m3' (torch.float8_e4m3fn), got %r"
+                             % (kv_cache_dtype,))
+        self.kv_e4m3 = kv_cache_dtype is not None
+        self.kv_scale = cache_scale("Decoder: kv_scale", kv_scale,
+                                    self.kv_e4m3)
         self.model = model
         self.layers = install(model)
         cfg = model.config

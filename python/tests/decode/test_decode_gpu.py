@@ -220,3 +220,35 @@ class _F32(object):
 
     def gather(self, layer):
         return self.c.gather(layer).float()
+
+
+def test_lossless_gpu_e4m3_cache_library_kernels():
+    """An FP8 (e4m3) cache through the library's kernels (verify_attn
+    KV=e4m3, scales 1 and 0.05, pages of 64 and 1), on decode.targets'
+    no-near-ties model in bf16: plain decoding is the successor chain,
+    and tree decoding at budgets 16 and 64, eager and from its graph,
+    gives those tokens."""
+    lib = _gpu()
+    from kdtree_jit.decode.targets import chain, successor_target
+    dev = torch.device("cuda")
+    m = _tiny.model("deep", seed=41, dtype=torch.bfloat16, device=dev)
+    succ = successor_target(m, seed=42)
+    ps = _tiny.prompts(256, [3, 30, 11, 64], seed=43)
+    n = 48
+    want = [chain(succ.cpu(), [int(succ[p[-1]])], n)[0].tolist() for p in ps]
+    for scale, page in ((1.0, 64), (0.05, 1)):
+        kw = dict(backend=lib, eos_token_id=None, kv_cache_dtype="e4m3",
+                  kv_scale=scale, page_size=page)
+        plain = Decoder(m, None, budget=0, **kw).generate(ps, n)
+        assert plain == want, (scale, page)
+        for budget in (16, 64):
+            for graph in (False, True):
+                dr = ScriptedDrafter(_tiny.script(ps, want, device=dev), 15,
+                                     256, 0.9, 0.0, dtype=torch.bfloat16)
+                dec = Decoder(m, dr, budget=budget, graph=graph, **kw)
+                b = dec.start(ps, n)
+                while not b.finished():
+                    dec.step(b)
+                assert b.cache.data.dtype == torch.float8_e4m3fn
+                assert b.tokens() == want, (scale, page, budget, graph)
+                assert b.rounds <= 12, (scale, page, budget, graph, b.rounds)

@@ -8,7 +8,9 @@ chance (rank 0 or rank 1 of its candidates), so rounds accept anything
 from the bonus token alone to whole branches, through first and later
 siblings; a noise drafter covers the rounds where nothing is accepted.
 At T > 0, a chi-square test: the tokens the walk accepts follow the
-target's distribution."""
+target's distribution.  Over an FP8 (e4m3) cache the target is the model
+reading that cache: tree decoding equals plain decoding (budget 0) over
+the same cache."""
 import _tiny
 from _tiny import torch
 
@@ -223,3 +225,25 @@ def test_lossless_successor_target_f32_and_bf16():
             # 1 + sum of 0.9^d over 15 depths is 8.1 tokens a round: a
             # 48-token run takes a handful of rounds.
             assert b.rounds <= 12, (dtype, budget, b.rounds)
+
+
+def test_lossless_e4m3_cache_against_plain_decoding():
+    """An FP8 cache (what SGLang's and vLLM's fp8_e4m3 caches hold, with
+    SGLang's scale 1 and a vLLM-like scale) changes the target: its
+    reference is plain decoding over the same cache.  Tree decoding at
+    budgets 1, 16 and 64 gives those tokens, in fewer rounds than
+    tokens."""
+    m = _tiny.model("yarn", seed=4)
+    ps = _tiny.prompts(256, [9, 2, 23], seed=4)
+    for scale, page in ((1.0, 64), (0.05, 1)):
+        kw = dict(kv_cache_dtype="e4m3", kv_scale=scale, page_size=page,
+                  eos_token_id=None)
+        plain, _ = _decode(m, ps, None, 0, **kw)
+        assert all(len(t) == N_NEW for t in plain)
+        for budget in (1, 16, 64):
+            got, b = _decode(m, ps, plain, budget, **kw)
+            assert b.cache.data.dtype == torch.float8_e4m3fn
+            _same(got, plain, "e4m3 scale %g page %d budget %d"
+                  % (scale, page, budget))
+            if budget > 1:
+                assert b.rounds < N_NEW * 3 // 4, (scale, budget, b.rounds)

@@ -4,6 +4,7 @@ torch step against the references of docs/contract.md, the library
 backend's calls against the Runtime's signatures, and rounds that never
 read a value back to the host."""
 import inspect
+import math
 import random
 
 import pytest
@@ -81,6 +82,56 @@ def test_kv_move_random_paths():
                 lens.append(n)
                 past.append(rng.randint(0, 130))
             _move_case(page, past, idx, lens, n_max)
+
+
+def _e4m3(x):
+    """x (a float) rounded to e4m3 as the contract says: to nearest even
+    on e4m3's grid (3 mantissa bits, exponents down to -6, subnormals in
+    steps of 2^-9), saturated to +-448."""
+    a = abs(x)
+    if a >= 448.0:
+        return math.copysign(448.0, x)
+    if a == 0.0:
+        return 0.0
+    q = 2.0 ** (max(math.floor(math.log2(a)), -6) - 3)
+    return math.copysign(round(a / q) * q, x)
+
+
+def test_kv_e4m3_cache_holds_scaled_e4m3_and_moves_its_bytes():
+    """An FP8 cache holds e4m3(x / scale) (rounded to nearest even,
+    saturated to +-448) and gives back scale times that; the move copies
+    the rows' bytes, so a moved row is the same row bit for bit."""
+    g = torch.Generator().manual_seed(5)
+    for scale, page in ((1.0, 1), (0.25, 64), (3.0, 16)):
+        c = PagedKVCache(2, 2, 200, page, torch.float8_e4m3fn, "cpu",
+                         scale=scale)
+        x = torch.randn((2, 150, 576), generator=g) * 40
+        x[0, 0, :3] = torch.tensor([1e6, -1e6, 448.0 * scale])
+        slots = c.slots(torch.arange(150).expand(2, -1))
+        c.write(1, slots, x)
+        xs = (x[:, :, :24] / scale).tolist()  # the division in f32
+        want = torch.tensor([[[_e4m3(v) * scale for v in row]
+                              for row in req] for req in xs])
+        got = c.gather(1)[:, :150, :24]
+        assert got.dtype == torch.float32
+        assert torch.equal(got, want), (scale, page)
+        assert got[0, 0, :3].tolist() == [448.0 * scale, -448.0 * scale,
+                                          448.0 * scale]
+        before = c.data.view(torch.uint8).clone()
+        past = torch.tensor([10, 100], dtype=torch.int32)
+        src = torch.tensor([[0, 2, 3], [0, 1, 4]])
+        c.move_accepted(c.row_slots(past, 5), src)
+        raw = c.data.view(torch.uint8)[1][c._pages].view(2, c.capacity, 576)
+        old = before[1][c._pages].view(2, c.capacity, 576)
+        for r in range(2):
+            for j in range(3):
+                p0 = int(past[r])
+                assert torch.equal(raw[r, p0 + j], old[r, p0 + src[r, j]])
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="scale must be finite"):
+            PagedKVCache(1, 1, 8, 1, torch.float8_e4m3fn, "cpu", scale=bad)
+    with pytest.raises(ValueError, match="scale must be finite"):
+        PagedKVCache(1, 1, 8, 1, torch.float32, "cpu", scale=2.0)
 
 
 def test_kv_move_is_a_few_device_operations():
@@ -344,16 +395,20 @@ class _CheckedRuntime(object):
         return 64
 
     def verify_attn(self, q, kv_cache, block_table, past_len, tree, scale,
-                    want_lse=True, workspace=None, out=None, stream=None):
+                    want_lse=True, workspace=None, out=None, stream=None,
+                    kv_scale=1.0, math="bf16"):
         self._bind("verify_attn", q, kv_cache, block_table, past_len, tree,
-                   scale, want_lse=want_lse, workspace=workspace, out=out)
+                   scale, want_lse=want_lse, workspace=workspace, out=out,
+                   kv_scale=kv_scale, math=math)
         R, N, H, D = q.shape
-        assert q.dtype == kv_cache.dtype == torch.bfloat16 and D == 576
+        assert q.dtype == torch.bfloat16 and D == 576
+        assert kv_cache.dtype == torch.bfloat16 and kv_scale == 1.0 or \
+            kv_cache.dtype == torch.float8_e4m3fn and kv_scale > 0
         assert q.is_contiguous() and kv_cache.is_contiguous()
         assert kv_cache.dim() == 3 and kv_cache.shape[2] == 576
         assert out.o.shape == (R, N, H, 512) and workspace.numel() == 64
         assert tree.anc_mask.shape == (R, N, (N + 31) // 32)
-        c = _Pages(kv_cache, block_table)
+        c = _Pages(kv_cache, block_table, kv_scale)
         out.o.copy_(self.t.attention(q, c, 0, past_len, tree, scale,
                                      self.t.attention_meta(tree, past_len,
                                                            c)))
@@ -370,15 +425,18 @@ class _CheckedRuntime(object):
 class _Pages(object):
     """One layer's pages as decode.kv.PagedKVCache shows them."""
 
-    def __init__(self, data, block_table):
-        self.data, self.block_table = data, block_table
+    def __init__(self, data, block_table, scale=1.0):
+        self.data, self.block_table, self.scale = data, block_table, scale
         self.page = data.shape[1]
         self.R, self.max_pages = block_table.shape
         self.capacity = self.max_pages * self.page
 
     def gather(self, layer):
-        return self.data[self.block_table.long()].view(self.R, self.capacity,
+        rows = self.data[self.block_table.long()].view(self.R, self.capacity,
                                                        576)
+        if rows.dtype != torch.float8_e4m3fn:
+            return rows
+        return rows.float() * self.scale
 
 
 def _library_on_cpu(rt):
@@ -410,6 +468,14 @@ def test_library_backend_calls_the_runtime_as_it_is():
         dr = ScriptedDrafter(_tiny.script(ps, refs), 15, 256, 0.7, 0.2)
         dec = Decoder(m, dr, backend=be, budget=16, eos_token_id=None,
                       prefill_chunk=16)
+        outs.append(dec.generate(ps, 24))
+    assert outs[0] == outs[1]
+    # an e4m3 cache: the pages as they are, and its scale
+    outs = []
+    for be in (_library_on_cpu(rt), _Bf16Torch()):
+        dr = ScriptedDrafter(_tiny.script(ps, refs), 15, 256, 0.7, 0.2)
+        dec = Decoder(m, dr, backend=be, budget=16, eos_token_id=None,
+                      prefill_chunk=16, kv_cache_dtype="e4m3", kv_scale=0.5)
         outs.append(dec.generate(ps, 24))
     assert outs[0] == outs[1]
     assert set(rt.calls) == {"draft_topk", "build_ddtree", "verify_attn",
@@ -513,7 +579,13 @@ def test_decoder_refuses_bad_arguments():
                       (dict(budget=0, prefill_chunk=0), "prefill_chunk"),
                       (dict(budget=0, temperature=-1.0), "temperature"),
                       (dict(budget=0, backend="cuda"), "backend must be"),
-                      (dict(budget=0, graph=True), "CUDA graphs need")):
+                      (dict(budget=0, graph=True), "CUDA graphs need"),
+                      (dict(budget=0, kv_cache_dtype="fp8"),
+                       "kv_cache_dtype must be"),
+                      (dict(budget=0, kv_cache_dtype="e4m3", kv_scale=0.0),
+                       "kv_scale: the cache's scale must be finite"),
+                      (dict(budget=0, kv_scale=0.5),
+                       "kv_scale: the cache's scale must be finite")):
         with pytest.raises(ValueError, match=match):
             Decoder(m, **kw)
     if not torch.cuda.is_available():
