@@ -276,7 +276,8 @@ def off_script(out, want):
 
 def bench_plain(model, backend, R, past, tokens, a, clock, succ):
     dec = Decoder(model, None, backend=backend, budget=0, depth=a.depth,
-                  page_size=a.page, eos_token_id=None, graph=clock.cuda)
+                  page_size=a.page, eos_token_id=None, graph=clock.cuda,
+                  **a.cache)
     b = dec.start_synthetic(R, past, tokens + 2, seed=a.seed)
     bonus0 = b.bonus.tolist()
     us, _ = run_rounds(dec, b, tokens - 1, clock)
@@ -302,7 +303,7 @@ def bench_tree(model, backend, R, past, budget, bonus0, a, clock, succ):
     dec = Decoder(model, TimedDrafter(dr, marks),
                   backend=TimedBackend(backend, marks), budget=budget,
                   depth=a.depth, topk=a.topk, page_size=a.page,
-                  eos_token_id=None, graph=clock.cuda)
+                  eos_token_id=None, graph=clock.cuda, **a.cache)
     b = dec.start_synthetic(R, past, limit, seed=a.seed)
     us, made = run_rounds(dec, b, a.rounds, clock)
     phases, kernels, timed = phase_split(dec, b, marks, split_rounds, clock)
@@ -356,6 +357,10 @@ def main():
     ap.add_argument("--depth", type=int, default=15, help="L")
     ap.add_argument("--topk", type=int, default=8, help="K")
     ap.add_argument("--page", type=int, default=64)
+    ap.add_argument("--kv", choices=("bf16", "e4m3"), default="bf16",
+                    help="the cache: bf16 (the library's; the torch "
+                         "backend's is the model's dtype) or an FP8 e4m3 "
+                         "one, scale 1 (SGLang's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=sorted(DTYPES),
                     help="the model's (default: bf16, f32 with --smoke)")
@@ -363,6 +368,7 @@ def main():
                     help="a tiny CPU configuration (checks the script)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
+    a.cache = dict(kv_cache_dtype="e4m3") if a.kv == "e4m3" else {}
     if a.smoke:
         device, dtype, kw = torch.device("cpu"), torch.float32, SMOKE
         backends = ["torch"]
@@ -387,7 +393,7 @@ def main():
            "model": dict(kw, layers=kw["num_hidden_layers"],
                          dtype=str(dtype).replace("torch.", ""),
                          target="successor chain (decode.targets)"),
-           "depth": a.depth, "topk": a.topk, "page": a.page,
+           "depth": a.depth, "topk": a.topk, "page": a.page, "kv": a.kv,
            "accept": a.accept, "tokens": a.tokens, "rounds": a.rounds,
            "rows": []}
     lib = None

@@ -25,11 +25,11 @@ def _run(args):
                           universal_newlines=True, timeout=600)
 
 
-def _smoke(d, dtype):
+def _smoke(d, dtype, more=()):
     out = os.path.join(d, "decode-%s.json" % dtype)
     p = _run(["--smoke", "--dtype", dtype, "--requests", "1,2", "--past",
               "40", "--budgets", "3,16,64", "--tokens", "24", "--rounds",
-              "6", "--json", out])
+              "6", "--json", out] + list(more))
     assert p.returncode == 0, p.stderr
     return json.load(open(out)), out
 
@@ -79,6 +79,12 @@ def test_bench_smoke_bf16_follows_the_chain():
         for r in res["rows"]:
             assert r["plain_tokens_off_script"] == 0
             assert r["tokens_off_script"] == 0
+        # and over an FP8 cache (--kv e4m3)
+        res, _ = _smoke(d, "bf16", ["--kv", "e4m3", "--requests", "2",
+                                    "--budgets", "16"])
+        assert res["kv"] == "e4m3" and len(res["rows"]) == 1
+        assert res["rows"][0]["plain_tokens_off_script"] == 0
+        assert res["rows"][0]["tokens_off_script"] == 0
 
 
 def test_bench_says_it_needs_cuda():
