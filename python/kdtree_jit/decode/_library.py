@@ -17,12 +17,18 @@ import torch
 class LibraryBackend(object):
     """The four kernels on one CUDA device: `runtime` (a
     kdtree_jit.Runtime), or a new one on `device` (default: torch's
-    current device)."""
+    current device).  math: verify_attn's arithmetic, "bf16" (any cache)
+    or "e4m3" (FP8 tensor cores over an e4m3 cache, docs/contract.md §3;
+    not on sm_90a, whose target refuses it)."""
 
     name = "library"
     host_build = False
 
-    def __init__(self, runtime=None, device=None):
+    def __init__(self, runtime=None, device=None, math="bf16"):
+        if math not in ("bf16", "e4m3"):
+            raise ValueError("LibraryBackend: math must be 'bf16' or "
+                             "'e4m3', got %r" % (math,))
+        self.math = math
         if runtime is None:
             if not torch.cuda.is_available():
                 raise RuntimeError("LibraryBackend: the library's kernels "
@@ -63,14 +69,17 @@ class LibraryBackend(object):
         """The output buffers and the workspace of one verify_attn shape,
         made once."""
         R, N, H, _ = q.shape
-        key = (R, N, H, cache.page, cache.max_pages)
+        key = (R, N, H, cache.page, cache.max_pages, cache.e4m3)
         a = self._attn.get(key)
         if a is None:
             from .. import Attn
             o = torch.empty((R, N, H, 512), dtype=torch.bfloat16,
                             device=q.device)
-            n = self.rt.verify_attn_workspace_size(R, H, N, cache.page,
-                                                   cache.max_pages)
+            # the split, so the workspace, depends on the cache's type and
+            # the arithmetic
+            n = self.rt.verify_attn_workspace_size(
+                R, H, N, cache.page, cache.max_pages,
+                kv_dtype=int(cache.e4m3), math=int(self.math == "e4m3"))
             ws = torch.empty((n,), dtype=torch.uint8, device=q.device) \
                 if n else None
             a = self._attn[key] = (Attn(o, None), ws)
@@ -81,7 +90,8 @@ class LibraryBackend(object):
         q = q.to(torch.bfloat16).contiguous()
         self.rt.verify_attn(q, cache.layer(layer), cache.block_table,
                             past_len, tree, scale, want_lse=False,
-                            workspace=ws, out=out, kv_scale=cache.scale)
+                            workspace=ws, out=out, kv_scale=cache.scale,
+                            math=self.math)
         return out.o
 
     def tree_accept(self, tree, target, L, out):

@@ -229,6 +229,9 @@ class Decoder(object):
         self.device, self.dtype = p.device, p.dtype
         if isinstance(backend, str):
             backend = _backend(backend, self.device)
+        if getattr(backend, "math", "bf16") == "e4m3" and not self.kv_e4m3:
+            raise ValueError("Decoder: the backend's math='e4m3' reads an "
+                             "e4m3 cache; give kv_cache_dtype='e4m3'")
         self.backend = backend
         self.drafter = drafter
         self.budget, self.L, self.K = budget, depth, topk

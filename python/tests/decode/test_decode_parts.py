@@ -363,6 +363,9 @@ class _CheckedRuntime(object):
     def __init__(self):
         self.calls = []
         self.t = TorchBackend()
+        # verify_attn's workspace sizes asked (kv_dtype, math) and its
+        # arithmetics
+        self.ws_asked, self.maths = [], []
 
     def _bind(self, name, *a, **k):
         inspect.signature(getattr(kdtree_jit.Runtime, name)).bind(
@@ -389,9 +392,10 @@ class _CheckedRuntime(object):
         return out
 
     def verify_attn_workspace_size(self, n_requests, n_heads, n_max,
-                                   page_size, max_pages):
+                                   page_size, max_pages, kv_dtype=0, math=0):
         self._bind("verify_attn_workspace_size", n_requests, n_heads, n_max,
-                   page_size, max_pages)
+                   page_size, max_pages, kv_dtype=kv_dtype, math=math)
+        self.ws_asked.append((kv_dtype, math))
         return 64
 
     def verify_attn(self, q, kv_cache, block_table, past_len, tree, scale,
@@ -402,8 +406,10 @@ class _CheckedRuntime(object):
                    kv_scale=kv_scale, math=math)
         R, N, H, D = q.shape
         assert q.dtype == torch.bfloat16 and D == 576
-        assert kv_cache.dtype == torch.bfloat16 and kv_scale == 1.0 or \
-            kv_cache.dtype == torch.float8_e4m3fn and kv_scale > 0
+        assert kv_cache.dtype == torch.bfloat16 and kv_scale == 1.0 and \
+            math == "bf16" or kv_cache.dtype == torch.float8_e4m3fn and \
+            kv_scale > 0 and math in ("bf16", "e4m3")
+        self.maths.append(math)
         assert q.is_contiguous() and kv_cache.is_contiguous()
         assert kv_cache.dim() == 3 and kv_cache.shape[2] == 576
         assert out.o.shape == (R, N, H, 512) and workspace.numel() == 64
@@ -439,10 +445,11 @@ class _Pages(object):
         return rows.float() * self.scale
 
 
-def _library_on_cpu(rt):
+def _library_on_cpu(rt, math="bf16"):
     from kdtree_jit.decode._library import LibraryBackend
     be = LibraryBackend.__new__(LibraryBackend)
     be.rt, be.device, be._attn = rt, torch.device("cpu"), {}
+    be.math = math
     return be
 
 
@@ -470,14 +477,21 @@ def test_library_backend_calls_the_runtime_as_it_is():
                       prefill_chunk=16)
         outs.append(dec.generate(ps, 24))
     assert outs[0] == outs[1]
-    # an e4m3 cache: the pages as they are, and its scale
-    outs = []
-    for be in (_library_on_cpu(rt), _Bf16Torch()):
-        dr = ScriptedDrafter(_tiny.script(ps, refs), 15, 256, 0.7, 0.2)
-        dec = Decoder(m, dr, backend=be, budget=16, eos_token_id=None,
-                      prefill_chunk=16, kv_cache_dtype="e4m3", kv_scale=0.5)
-        outs.append(dec.generate(ps, 24))
-    assert outs[0] == outs[1]
+    assert set(rt.ws_asked) == {(0, 0)} and set(rt.maths) == {"bf16"}
+    # an e4m3 cache: the pages as they are, and its scale; the workspace
+    # asked for that cache (and, in FP8 arithmetic, for it)
+    for math, code in (("bf16", 0), ("e4m3", 1)):
+        outs, rt.ws_asked, rt.maths = [], [], []
+        for be in (_library_on_cpu(rt, math), _Bf16Torch()):
+            dr = ScriptedDrafter(_tiny.script(ps, refs), 15, 256, 0.7, 0.2)
+            dec = Decoder(m, dr, backend=be, budget=16, eos_token_id=None,
+                          prefill_chunk=16, kv_cache_dtype="e4m3",
+                          kv_scale=0.5)
+            outs.append(dec.generate(ps, 24))
+        assert outs[0] == outs[1]
+        assert set(rt.ws_asked) == {(1, code)} and set(rt.maths) == {math}
+    with pytest.raises(ValueError, match="math='e4m3' reads an e4m3 cache"):
+        Decoder(m, None, backend=_library_on_cpu(rt, "e4m3"), budget=0)
     assert set(rt.calls) == {"draft_topk", "build_ddtree", "verify_attn",
                              "verify_attn_workspace_size", "tree_accept"}
 
@@ -591,6 +605,9 @@ def test_decoder_refuses_bad_arguments():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="backend='torch'"):
             Decoder(m, dr, backend="library")
+    from kdtree_jit.decode import LibraryBackend
+    with pytest.raises(ValueError, match="math must be 'bf16' or 'e4m3'"):
+        LibraryBackend(math="fp8")
     dec = Decoder(m, None, budget=0)
     with pytest.raises(ValueError, match="prompt 1 is empty"):
         dec.start([[1], []], 4)
