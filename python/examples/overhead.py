@@ -41,10 +41,20 @@ installed wheel:
         # a stub libkdtree (cc-built, every kernel returns 0), the ops and
         # the empty ones registered for the CPU: the Python side alone, for
         # profiling where there is no device
+    python3 python/examples/overhead.py --schemas [--stub]
+
+--schemas prints instead what torch's dispatch of an empty op costs by
+the features of its schema and registration (SCHEMA_ROWS): the number of
+tensors, scalars, optional tensors, keyword arguments, mutation marks,
+the results, the dispatch key, the fake implementation, an Autograd
+fallthrough, calling the packet or the OpOverload, and torch's PyObject
+dispatch (OpOverload._enable_pyobj_dispatch, torch 2.15) where torch has
+it.  It needs no libkdtree; with --stub its tensors are on the CPU.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -134,6 +144,149 @@ def empty_ops(torch, key, outputs):
     return lib, torch.ops.kdtree_overhead
 
 
+# --schemas: (label, schema, how it is registered, how it is called).
+# Registration: "key" the dispatch key of the body (default: the
+# device's), "fake" (default True), "autograd" ("fallthrough"), "pyobj"
+# (torch's PyObject dispatch on the OpOverload); "call": "packet"
+# (torch.ops.ns.f, the default) or "overload" (torch.ops.ns.f.default);
+# "args": the call's arguments, "T" a tensor of the device; "kwargs".
+_BD = "build_ddtree_out"  # its schema (kdtree_jit.torch.SCHEMAS)
+_BD_ARGS = ("T",) * 4 + (65, None, "T") + ("T",) * 9
+_ALL_T = ("f(Tensor a0, Tensor a1, Tensor a2, Tensor a3, Tensor a4, "
+          "Tensor a5, Tensor(a!) o0, Tensor(b!) o1, Tensor(c!) o2, "
+          "Tensor(d!) o3, Tensor(e!) o4, Tensor(f!) o5, Tensor(g!) o6, "
+          "Tensor(h!) o7, Tensor(i!) o8) -> ()")
+
+
+def _tensors(n):
+    return ", ".join("Tensor a%d" % i for i in range(n))
+
+
+SCHEMA_ROWS = (
+    ("1 Tensor -> ()", "f(Tensor a0) -> ()", {}, ("T",)),
+    ("4 Tensor", "f(%s) -> ()" % _tensors(4), {}, ("T",) * 4),
+    ("16 Tensor", "f(%s) -> ()" % _tensors(16), {}, ("T",) * 16),
+    ("8 Tensor, none marked", "f(%s) -> ()" % _tensors(8), {}, ("T",) * 8),
+    ("8 Tensor, all Tensor(x!)", "f(%s) -> ()" % ", ".join(
+        "Tensor(%s!) a%d" % (chr(97 + i), i) for i in range(8)), {},
+     ("T",) * 8),
+    ("1 Tensor + int", "f(Tensor a0, int n) -> ()", {}, ("T", 3)),
+    ("1 Tensor + 8 int", "f(Tensor a0, %s) -> ()" % ", ".join(
+        "int n%d" % i for i in range(8)), {}, ("T",) + (3,) * 8),
+    ("1 Tensor + float", "f(Tensor a0, float s) -> ()", {}, ("T", 0.5)),
+    ("1 Tensor + str", "f(Tensor a0, str m) -> ()", {}, ("T", "bf16")),
+    ("1 Tensor + Tensor? None", "f(Tensor a0, Tensor? b) -> ()", {},
+     ("T", None)),
+    ("1 Tensor + Tensor? given", "f(Tensor a0, Tensor? b) -> ()", {},
+     ("T", "T")),
+    ("1 Tensor, *, float, str: omitted",
+     "f(Tensor a0, *, float s=1., str m=\"bf16\") -> ()", {}, ("T",)),
+    ("1 Tensor, *, float, str: by name",
+     "f(Tensor a0, *, float s=1., str m=\"bf16\") -> ()",
+     {"kwargs": {"s": 0.5, "m": "e4m3"}}, ("T",)),
+    ("1 Tensor, float, str: positional",
+     "f(Tensor a0, float s=1., str m=\"bf16\") -> ()", {},
+     ("T", 0.5, "e4m3")),
+    ("1 Tensor -> Tensor", "f(Tensor a0) -> Tensor", {"ret": 1}, ("T",)),
+    ("1 Tensor -> 4 Tensor", "f(Tensor a0) -> (Tensor, Tensor, Tensor, "
+     "Tensor)", {"ret": 4}, ("T",)),
+    ("build_ddtree_out", _BD, {}, _BD_ARGS),
+    ("  impl CompositeExplicitAutograd", _BD,
+     {"key": "CompositeExplicitAutograd"}, _BD_ARGS),
+    ("  no register_fake", _BD, {"fake": False}, _BD_ARGS),
+    ("  + Autograd fallthrough", _BD, {"autograd": "fallthrough"},
+     _BD_ARGS),
+    ("  called as .default", _BD, {"call": "overload"}, _BD_ARGS),
+    ("  under torch.inference_mode", _BD, {"inference": True}, _BD_ARGS),
+    ("  outputs as one Tensor(a!)[]", _BD, {"list": 9}, _BD_ARGS),
+    ("15 Tensor (its tensors, no scalar)", _ALL_T, {}, ("T",) * 15),
+    ("  called as .default", _ALL_T, {"call": "overload"}, ("T",) * 15),
+    ("  + pyobj dispatch, .default", _ALL_T,
+     {"pyobj": True, "call": "overload"}, ("T",) * 15),
+    ("  + pyobj + Autograd fallthrough", _ALL_T,
+     {"pyobj": True, "autograd": "fallthrough"}, ("T",) * 15),
+    ("  + pyobj + Autograd fallthrough, .default", _ALL_T,
+     {"pyobj": True, "autograd": "fallthrough", "call": "overload"},
+     ("T",) * 15),
+    ("build_ddtree_out + the same, .default", _BD,
+     {"pyobj": True, "autograd": "fallthrough", "call": "overload"},
+     _BD_ARGS),
+    ("build_ddtree_out by torch.library.custom_op", _BD,
+     {"custom_op": True}, _BD_ARGS),
+)
+
+
+def schema_costs(torch, dev, key, calls, reps, clock):
+    """[(label, median, best)] of SCHEMA_ROWS, us per call, or None where
+    this torch lacks what the row needs; the rows timed in turn, `reps`
+    rounds of `calls` calls each."""
+    from kdtree_jit.torch import SCHEMAS
+    lib = torch.library.Library("kdtree_schemas", "FRAGMENT")
+    ops = torch.ops.kdtree_schemas
+    has_pyobj = hasattr(torch._ops.OpOverload, "_enable_pyobj_dispatch")
+    pool = [torch.zeros(8, 65, dtype=torch.int32, device=dev)
+            for _ in range(16)]
+    rows = []
+    for i, (label, schema, how, args) in enumerate(SCHEMA_ROWS):
+        if how.get("pyobj") and not has_pyobj:
+            rows.append((label, None))
+            continue
+        it = iter(pool)
+        args = tuple(next(it) if x == "T" else x for x in args)
+        schema = SCHEMAS.get(schema, schema)
+        if how.get("list"):  # the last outputs as one list
+            n = how["list"]
+            schema = schema.split(", Tensor(a!) ")[0] + \
+                ", Tensor(a!)[] out) -> ()"
+            args = args[:-n] + (list(args[-n:]),)
+        name = "f%d" % i
+        schema = schema[schema.index("("):]
+        if how.get("custom_op"):  # its own registration, its defaults
+            torch.library.custom_op(
+                "kdtree_schemas::" + name, lambda *a: None, schema=schema,
+                mutates_args=re.findall(r"Tensor\(\w!\) (\w+)", schema))
+            rows.append((label, (lambda op=getattr(ops, name), a=args:
+                                 op(*a)), False))
+            continue
+        lib.define(name + schema)
+        ret = how.get("ret")
+        body = (lambda *a, **k: None) if ret is None else \
+            (lambda *a, r=(pool[0] if ret == 1 else (pool[0],) * ret), **k:
+             r)
+        lib.impl(name, body, how.get("key", key))
+        if how.get("autograd") == "fallthrough":
+            lib.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        if how.get("fake", True):
+            fake = (lambda *a, **k: None) if ret is None else \
+                (lambda a0, *a, n=ret, **k: a0.new_empty(a0.shape) if n == 1
+                 else tuple(a0.new_empty(a0.shape) for _ in range(n)))
+            torch.library.register_fake("kdtree_schemas::" + name, fake,
+                                        lib=lib)
+        op = getattr(ops, name)
+        if how.get("pyobj"):
+            op.default._enable_pyobj_dispatch(True)
+        if how.get("call") == "overload":
+            op = op.default
+        kw = how.get("kwargs", {})
+        rows.append((label, (lambda op=op, a=args, k=kw: op(*a, **k)),
+                     how.get("inference")))
+    times = [[] for r in rows]
+    for _ in range(reps):
+        for r, t in zip(rows, times):
+            if r[1] is None:
+                continue
+            fn, inference = r[1:]
+            with torch.inference_mode(bool(inference)):
+                for _ in range(calls // 20):
+                    fn()
+                t0 = clock()
+                for _ in range(calls):
+                    fn()
+                t.append((clock() - t0) / calls * 1e6)
+    return [(r[0], median(t), min(t)) if t else (r[0], None, None)
+            for r, t in zip(rows, times)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=8, help="R")
@@ -153,8 +306,12 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--stub", action="store_true",
                     help="CPU tensors and a stub library (no GPU)")
+    ap.add_argument("--schemas", action="store_true",
+                    help="torch's dispatch of empty ops by schema feature")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.schemas:
+        return print_schema_costs(a)
     if a.stub:
         os.environ["KDTREE_LIBRARY"] = stub_library()
     import torch
@@ -399,6 +556,34 @@ def main():
                        "shapes": shapes, "us_per_call": rows,
                        "torch_empty_us": alloc_us,
                        "arrays_allocated": n_out}, f, indent=1)
+    return 0
+
+
+def print_schema_costs(a):
+    import torch
+    if a.stub:
+        dev, key, clock = torch.device("cpu"), "CPU", time.thread_time
+    elif torch.cuda.is_available():
+        dev, key, clock = torch.device("cuda"), "CUDA", time.perf_counter
+    else:
+        print("overhead: needs a CUDA device (or --stub)", file=sys.stderr)
+        return 77
+    rows = schema_costs(torch, dev, key, a.calls, a.reps, clock)
+    print("overhead --schemas: torch's dispatch of an empty op, us per call "
+          "(%s of %d x %d calls), tensors on %s, torch %s" % (
+              "thread CPU time" if a.stub else "wall time", a.reps, a.calls,
+              dev, torch.__version__))
+    print("  %-44s%10s%10s" % ("schema, registration, call", "median",
+                               "best"))
+    for label, med, best in rows:
+        print("  %-44s" % label + ("%10.2f%10.2f" % (med, best)
+                                   if med is not None else
+                                   "%20s" % "(not in this torch)"))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"where": str(dev), "torch": torch.__version__,
+                       "argv": sys.argv[1:],
+                       "us_per_call": [r[:2] for r in rows]}, f, indent=1)
     return 0
 
 
