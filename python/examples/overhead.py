@@ -52,9 +52,11 @@ dispatch (OpOverload._enable_pyobj_dispatch, torch 2.15) where torch has
 it.  It needs no libkdtree; with --stub its tensors are on the CPU.
 """
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -113,6 +115,8 @@ def per_call_us(fn, calls, reps, sync, clock=time.perf_counter):
 def stub_library():
     from kdtree_jit import _lib
     d = tempfile.mkdtemp(prefix="kdtree-stub.")
+    # a loaded library outlives its file: the directory goes at exit
+    atexit.register(shutil.rmtree, d, True)
     src, so = os.path.join(d, "stub.c"), os.path.join(d, "libkdtree.so")
     with open(src, "w") as f:
         f.write(STUB_C % _lib.EXPECTED_ABI)
