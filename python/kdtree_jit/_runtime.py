@@ -725,10 +725,7 @@ class Runtime(object):
             p = self._plan(k, xs, args, last)
         if p.alloc is not None:
             arrays, ps = p.alloc()
-            if p.runs.__class__ is tuple:
-                _pack_new(p, last.buf, ps)
-            else:
-                p.runs.pack_into(last.buf.view, p.at, *ps)
+            _pack_new(p, last.buf, ps)
         r = p.c(self._rt or self._handle(k.name), *p.cargs,
                 self._stream(stream))
         if r:
