@@ -451,8 +451,10 @@ class Decoder(object):
         (it included), at most up to the limit; a request that meets one
         is done."""
         A = self.L + 1
-        emitted = b.out.gather(1, at)
-        eos = self._is_eos(emitted) & (b.j1 <= b.acc.accept_len.unsqueeze(1))
+        # Columns past accept_len hold stale tokens; an EOS there gives
+        # upto > accept_len >= adv, which neither stops the request nor
+        # shortens its advance, so they need no mask.
+        eos = self._is_eos(b.out.gather(1, at))
         # Tokens up to and including the first EOS; A + 1 where none.
         upto = torch.where(eos, b.j1, A + 1).amin(dim=1)
         hit = upto <= b.adv  # an EOS among the tokens output

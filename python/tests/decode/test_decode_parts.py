@@ -561,7 +561,7 @@ def test_round_glue_is_a_few_operations():
         with rt.counter.paused():
             return dr(inp)
 
-    for eos, accept in ((None, 10), ([3, 5], 21)):
+    for eos, accept in ((None, 10), ([3, 5], 19)):
         dec = Decoder(m, drafter, backend=_library_on_cpu(rt), budget=16,
                       eos_token_id=eos)
         b = dec.start(ps, 12)
