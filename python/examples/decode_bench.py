@@ -136,6 +136,10 @@ class Marks(object):
 
     def __init__(self, cuda):
         self.cuda = cuda
+        self.reset()
+
+    def reset(self):
+        """Forgets every boundary (a CPU round's are recorded anew)."""
         self.labels, self.stamps = [], []
         self.on, self.phase = False, None
 
@@ -250,7 +254,7 @@ def phase_split(dec, b, marks, rounds, clock):
                     fn()
                 torch.cuda.synchronize()
             else:
-                marks.__init__(False)
+                marks.reset()
                 marks.on = True
                 for name, fn, _ in dec._phases():
                     marks(name)()
