@@ -496,7 +496,7 @@ class Decoder(object):
                     for _, fn, _ in self._phases():
                         fn(b)
                 cur.wait_stream(s)
-                b.graphs = self.capture(b, per_phase=False)
+                b.graphs = self.capture(b)
             elif b.graphs is None:
                 for _, fn, _ in self._phases():
                     fn(b)
