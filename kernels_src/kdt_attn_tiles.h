@@ -183,11 +183,14 @@ typedef struct kdt_attn_wg_smem {
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];
         kdt_attn_wg_merge merge;
     } stages;
-    /* P (bf16, 64 tokens: one swizzled 64-column block), each row's
-     * rescale factor, and the row sums for the epilogue */
+    /* P (bf16, or f16 over an e4m3 cache; 64 tokens: one swizzled
+     * 64-column block), each row's rescale factor, the row sums for the
+     * epilogue, and, over an e4m3 cache, what each row's logits are
+     * multiplied by to undo its Q row's power of two (f16 Q) */
     alignas(16) uint16_t p[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
     float alpha[KDT_ATTN_WG_BM];
     float l[KDT_ATTN_WG_BM];
+    float q_unscale[KDT_ATTN_WG_BM];
 } kdt_attn_wg_smem;
 
 #define KDT_ATTN_WG_SMEM ((int)sizeof(kdt_attn_wg_smem) + KDT_ATTN_WG_ALIGN)

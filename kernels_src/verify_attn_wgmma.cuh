@@ -26,15 +26,16 @@
  *    WG0 computes them.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
  *    stage; the block-table entries a tile before that; an e4m3 cache
- *    through registers, widened to bf16 on the way: kv8_store), then
+ *    through registers, widened to f16 on the way: kv8_store), then
  *    O[:, 256:512] += P V as each half of P is published, publishing the
  *    next tile while that PV runs (so WG0's S of it queues behind the
  *    PV).
  * Phases: tail_words_load (WG0: the tail tiles' mask words, before any
- * cp.async), load_q_and_first_tile; then the KV loop, one function a
- * warpgroup: wg0_softmax_loop (tail_bits_pack, then per tile qk_issue
- * (S), mask_tail (from registers), softmax_max and, a half of P at a
- * time, softmax_p_half and pv_issue, then pv_finish) beside
+ * cp.async), load_q_and_first_tile (and q_to_f16 over an e4m3 cache);
+ * then the KV loop, one function a warpgroup: wg0_softmax_loop
+ * (tail_bits_pack, then per tile qk_issue (S), mask_tail (from
+ * registers), softmax_max and, a half of P at a time, softmax_p_half
+ * and pv_issue, then pv_finish) beside
  * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, or kv8_page /
  * kv8_fetch / kv8_store for an e4m3 cache, pv_issue of each half /
  * pv_finish); then the epilogue (row sums, LSE, normalised O:
@@ -49,8 +50,9 @@
  * of ideas tried.
  *
  * Shared memory, a kdt_attn_wg_smem (kdt_attn_tiles.h) from one
- * 1024-byte-aligned base: Q 64 x 576 bf16, two KV stages of 64 x 576
- * (after the loop, the epilogue's O), P 64 x 64, alpha[64], l[64].  Every
+ * 1024-byte-aligned base: Q 64 x 576 bf16 (f16 over an e4m3 cache, as
+ * are the stages and P), two KV stages of 64 x 576 (after the loop, the
+ * epilogue's O), P 64 x 64, alpha[64], l[64], q_unscale[64].  Every
  * operand tile is stored as wgmma's 128-byte-swizzled K-major layout: the
  * 576 columns in nine 64-column blocks, each [rows][128 B], the 16-byte
  * piece c of row r at piece c ^ (r % 8).  The same bytes serve V as an
@@ -98,6 +100,11 @@ constexpr int BAR_PEMPTY = 7;                 /* WG1's PV done with P */
 /* P leaves WG0 in two halves of PHALF tokens, so that both warpgroups'
  * PV of the first half runs while WG0 computes the second */
 constexpr int PHALF = BN / 2;
+constexpr int QUNSCALE_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, q_unscale);
+/* Over an e4m3 cache P goes to f16 times 2^P_SHIFT (docs/contract.md §3:
+ * at most 2^15, 11 significant bits a weight down to 2^-21); the row sums
+ * carry the same factor, and the LSE takes it back. */
+constexpr int P_SHIFT = KV_E4M3 ? 7 : 0;
 
 #include "verify_attn_wgmma_ptx.cuh"
 #include "kdt_fp8.cuh"
@@ -151,10 +158,14 @@ load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
 
 /*
  * An e4m3 cache under bf16 arithmetic (KV_E4M3, docs/contract.md §3):
- * the stages, S and P V stay bf16, and WG1 widens each tile into its
- * stage.  It reads the tile's e4m3 bytes (36,864, half a bf16 tile's)
- * with plain loads into its registers (kv8_fetch) and, once the stage
- * is free, widens them there (kv8_store: e4m3 -> bf16 exactly,
+ * the stages hold 16-bit tiles as for a bf16 cache, but f16 ones, and so
+ * do Q (q_to_f16: each row times a power of two) and P (times 2^P_SHIFT):
+ * e4m3 widens to f16 exactly in one cvt for two elements, where bf16
+ * takes four integer operations more, 3.5 instructions an element in
+ * all, on WG1's path to publishing each tile.  WG1 widens each tile into
+ * its stage.  It reads the tile's e4m3 bytes (36,864, half a bf16
+ * tile's) with plain loads into its registers (kv8_fetch) and, once the
+ * stage is free, widens them there (kv8_store: e4m3 -> f16 exactly,
  * kdt_fp8.cuh; st.shared into the 128-byte-swizzled layout).  Why
  * registers and not cp.async into shared memory: Q and the two bf16
  * stages leave 1.5 KB of Hopper's 227 KB, no room to stage the bytes,
@@ -211,8 +222,8 @@ kv8_fetch(uint4 (&v)[KV8_PIECES], int page, int t, int j,
                          : make_uint4(0, 0, 0, 0);
 }
 
-/* kv8_fetch's pieces of half j, widened to bf16, into the stage at
- * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of bf16, adjacent
+/* kv8_fetch's pieces of half j, widened to f16, into the stage at
+ * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of f16, adjacent
  * columns. */
 static __device__ __forceinline__ void
 kv8_store(uint32_t dst, const uint4 (&v)[KV8_PIECES], int j, int wtid)
@@ -223,12 +234,12 @@ kv8_store(uint32_t dst, const uint4 (&v)[KV8_PIECES], int j, int wtid)
 #pragma unroll
     for (int k = 0; k < KV8_PIECES; ++k) {
         uint32_t b[8];
-        kdt_e4m3x4_to_bf16x4(b[0], b[1], v[k].x);
-        kdt_e4m3x4_to_bf16x4(b[2], b[3], v[k].y);
+        kdt_e4m3x4_to_f16x4(b[0], b[1], v[k].x);
+        kdt_e4m3x4_to_f16x4(b[2], b[3], v[k].y);
         st_shared_v4(row + k * BLK_BYTES + (((2 * part) ^ (tok & 7)) << 4),
                      b[0], b[1], b[2], b[3]);
-        kdt_e4m3x4_to_bf16x4(b[4], b[5], v[k].z);
-        kdt_e4m3x4_to_bf16x4(b[6], b[7], v[k].w);
+        kdt_e4m3x4_to_f16x4(b[4], b[5], v[k].z);
+        kdt_e4m3x4_to_f16x4(b[6], b[7], v[k].w);
         st_shared_v4(row + k * BLK_BYTES
                          + (((2 * part + 1) ^ (tok & 7)) << 4),
                      b[4], b[5], b[6], b[7]);
@@ -350,12 +361,12 @@ tail_bits_pack(uint32_t (&bits)[TAIL_TILES],
     }
 }
 
-/* A tail tile: S scaled to log2 units, and -inf where this thread's rows
- * may not look (`bits`, this tile's word of tail_bits_pack): positions at
- * or past past_len that are not the row's ancestors (or itself), and
- * positions past the KV's end. */
+/* A tail tile: S scaled to log2 units (row h by scale_log2[h]), and -inf
+ * where this thread's rows may not look (`bits`, this tile's word of
+ * tail_bits_pack): positions at or past past_len that are not the row's
+ * ancestors (or itself), and positions past the KV's end. */
 static __device__ __forceinline__ void
-mask_tail(float (&s)[32], uint32_t bits, float scale_log2)
+mask_tail(float (&s)[32], uint32_t bits, const float (&scale_log2)[2])
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -364,7 +375,7 @@ mask_tail(float (&s)[32], uint32_t bits, float scale_log2)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float &x = s[4 * j + 2 * h + e];
-                x = (bits >> (16 * h + 2 * j + e)) & 1u ? x * scale_log2
+                x = (bits >> (16 * h + 2 * j + e)) & 1u ? x * scale_log2[h]
                                                         : kdt_neg_inf();
             }
 }
@@ -388,13 +399,50 @@ rescale(float (&o)[128], float a0, float a1)
         }
 }
 
+/* Phase 1b, over an e4m3 cache: the landed Q tile, in place, as f16, each
+ * row times the power of two 2^k that brings its max |q| into
+ * [2^14, 2^15) (kdt_q16_row_exp), and 2^-k, which its logits are
+ * multiplied by, into q_unscale.  Four threads a row, 18 of its 72
+ * pieces each; two passes over shared memory (the maximum, then the
+ * conversion) rather than 72 registers a thread.  Once a block. */
+static __device__ __forceinline__ void
+q_to_f16(unsigned char *smem, int tid)
+{
+    static_assert(NTHREADS == 4 * BM && CHUNKS % 4 == 0,
+                  "four threads a Q row, a quarter of its pieces each");
+    constexpr int NPC = CHUNKS / 4;
+    const int row = tid >> 2, c0 = (tid & 3) * NPC;
+    uint32_t mbits = 0;
+#pragma unroll 6
+    for (int c = c0; c < c0 + NPC; ++c)
+        mbits = kdt_bf16x8_absmax_bits(
+            mbits, *(const uint4 *)(smem + Q_OFF + sw_piece(BM, row, c)));
+    mbits = kdt_quad_max(mbits);
+    const int k = kdt_q16_row_exp(__uint_as_float(mbits << 16));
+    const float s = kdt_pow2f(k);
+    if ((tid & 3) == 0)
+        ((float *)(smem + QUNSCALE_OFF))[row] = kdt_pow2f(-k);
+#pragma unroll 6
+    for (int c = c0; c < c0 + NPC; ++c) {
+        uint4 *piece = (uint4 *)(smem + Q_OFF + sw_piece(BM, row, c));
+        uint4 w = *piece;
+        uint32_t *x = &w.x;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            x[i] = kdt_pack_f16x2(__uint_as_float(x[i] << 16) * s,
+                                  __uint_as_float(x[i] & 0xffff0000u) * s);
+        *piece = w;
+    }
+}
+
 /* Phase 1: the Q tile (all threads) and the first KV tile (WG1; from an
  * e4m3 cache widened, kv8_store) into shared memory; padding rows of Q
- * and tokens past the KV's end are zero-filled. */
+ * and tokens past the KV's end are zero-filled; over an e4m3 cache, Q
+ * then goes to f16 (q_to_f16). */
 static __device__ __forceinline__ void
 load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
-                      uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
-                      const uint16_t *__restrict__ kv,
+                      unsigned char *smem, uint32_t sq, uint32_t sk, int tid,
+                      int wg, int wtid, const uint16_t *__restrict__ kv,
                       const int32_t *__restrict__ bt)
 {
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
@@ -422,6 +470,10 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     }
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
+    if constexpr (KV_E4M3) {
+        __syncthreads(); /* every thread's Q pieces have landed */
+        q_to_f16(smem, tid);
+    }
     proxy_fence();
     __syncthreads();
 }
@@ -434,7 +486,7 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
 static __device__ __forceinline__ void
 softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
             float (&l_part)[2], float (&mu)[2], bool tail, bool neg,
-            float abs_scale)
+            const float (&abs_scale)[2])
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -461,7 +513,7 @@ softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
                     m = fmaxf(m, fmaxf(s[4 * j + 2 * h],
                                        s[4 * j + 2 * h + 1]));
             }
-            mx = m * abs_scale;
+            mx = m * abs_scale[h];
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -473,19 +525,22 @@ softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
         }
         /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
         mu[h] = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
+        if constexpr (P_SHIFT != 0)
+            mu[h] -= (float)P_SHIFT; /* p times 2^P_SHIFT */
     }
 }
 
 /* softmax_p_half: half `half` of the tile's P (tokens PHALF half ..),
- * p = 2^(x x_scale - mu), into the row sums and, packed to bf16 pairs
+ * p = 2^(x x_scale[h] - mu[h]), into the row sums and, packed to bf16
+ * pairs (f16 over an e4m3 cache)
  * (pk[h][jj]: the fragment of 8x8 matrix (h, j + jj) of the warp's
  * 16 x 64 P), into the swizzled K-major P tile at `prow` (piece j of row
  * r at piece j ^ (r % 8)), four matrices a stmatrix.  x_scale is 1 on a
  * tail tile (mask_tail scaled it), scale_log2 otherwise. */
 static __device__ __forceinline__ void
 softmax_p_half(const float (&s)[32], const float (&mu)[2],
-               float (&l_part)[2], float x_scale, uint32_t prow, int mi,
-               int l7, int half)
+               float (&l_part)[2], const float (&x_scale)[2], uint32_t prow,
+               int mi, int l7, int half)
 {
 #pragma unroll
     for (int j = PHALF / 8 * half; j < PHALF / 8 * (half + 1); j += 2) {
@@ -495,10 +550,11 @@ softmax_p_half(const float (&s)[32], const float (&mu)[2],
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
                 const float *x = &s[4 * (j + jj) + 2 * h];
-                const float p0 = kdt_exp2(fmaf(x[0], x_scale, -mu[h]));
-                const float p1 = kdt_exp2(fmaf(x[1], x_scale, -mu[h]));
+                const float p0 = kdt_exp2(fmaf(x[0], x_scale[h], -mu[h]));
+                const float p1 = kdt_exp2(fmaf(x[1], x_scale[h], -mu[h]));
                 l_part[h] += p0 + p1;
-                pk[h][jj] = kdt_pack_bf16x2(p0, p1);
+                pk[h][jj] = KV_E4M3 ? kdt_pack_f16x2(p0, p1)
+                                    : kdt_pack_bf16x2(p0, p1);
             }
         kdt_stmatrix_x4(prow + (((j + (mi >> 1)) ^ l7) << 4),
                         pk[0][0], pk[1][0], pk[0][1], pk[1][1]);
@@ -568,9 +624,9 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
                  float (&l_part_io)[2],
                  const uint32_t (&mask_words)[MASK_ROWS][TAIL_WORDS],
                  const kdt_verify_attn_params &p, const va_block &b,
-                 uint64_t dq, uint64_t dk0, uint64_t dp, uint64_t dv0,
-                 uint32_t sp, uint32_t vcol, float *alpha_s, int r0, int c2,
-                 int wwarp, int lane)
+                 const unsigned char *smem, uint64_t dq, uint64_t dk0,
+                 uint64_t dp, uint64_t dv0, uint32_t sp, uint32_t vcol,
+                 float *alpha_s, int r0, int c2, int wwarp, int lane)
 {
     const int past = b.past, t0 = b.t0, t1 = b.t1;
     float o[128], m_ref[2], l_part[2];
@@ -582,10 +638,18 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
      * global stores' address space (other SASS) */
     const float scale_log2 =
         (KV_E4M3 ? p.scale * p.kv_scale : p.scale) * KDT_LOG2E;
-    /* x = s * scale_log2; its row maximum is scale_log2 times the
+    /* row h's: over an e4m3 cache, times 2^-k of its f16 Q row (q_to_f16;
+     * a power of two, so the product is exact) */
+    float row_scale[2] = {scale_log2, scale_log2};
+    if constexpr (KV_E4M3) {
+        const float *qu = (const float *)(smem + QUNSCALE_OFF);
+        row_scale[0] *= qu[r0];
+        row_scale[1] *= qu[r0 + 8];
+    }
+    /* x = s * row_scale; its row maximum is row_scale times the
      * maximum of s, or of -s when the scale is negative */
     const bool neg = scale_log2 < 0.f;
-    const float abs_scale = fabsf(scale_log2);
+    const float abs_scale[2] = {fabsf(row_scale[0]), fabsf(row_scale[1])};
     /* stmatrix lane addresses of P: lane L gives row L % 8 of matrix
      * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
     const int mi = lane >> 3, l7 = lane & 7;
@@ -612,7 +676,7 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
             bar_sync(BAR_PEMPTY);
         const bool tail = (t + 1) * BN > past;
         if (tail) { /* this tile's word, then the next one's down */
-            mask_tail(s, tail_bits[0], scale_log2);
+            mask_tail(s, tail_bits[0], row_scale);
 #pragma unroll
             for (int k = 0; k + 1 < TAIL_TILES; ++k)
                 tail_bits[k] = tail_bits[k + 1];
@@ -623,7 +687,8 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
             alpha_s[r0] = alpha[0];
             alpha_s[r0 + 8] = alpha[1];
         }
-        const float x_scale = tail ? 1.f : scale_log2;
+        const float x_scale[2] = {tail ? 1.f : row_scale[0],
+                                  tail ? 1.f : row_scale[1]};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
@@ -869,7 +934,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         tail_words_load(mask_words, b, p.anc_mask + (int64_t)b.r * N_MAX * W,
                         m0 + r0);
 
-    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
+    load_q_and_first_tile(p, b, smem, sq, sk, tid, wg, wtid, kv, bt);
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i)
@@ -888,8 +953,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
      * serialises every wgmma of a kernel that has one on a path it cannot
      * prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0)
-        wg0_softmax_loop(o, m_ref, l_part, mask_words, p, b, dq, dk0, dp, dv0,
-                         sp, vcol, alpha_s, r0, c2, wwarp, lane);
+        wg0_softmax_loop(o, m_ref, l_part, mask_words, p, b, smem, dq, dk0,
+                         dp, dv0, sp, vcol, alpha_s, r0, c2, wwarp, lane);
     else
         wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, vcol, alpha_s, r0, wtid);
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
@@ -902,7 +967,8 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             float l = l_part[h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            lse2[h] = va_lse2(m_ref[h], l);
+            /* l, like O, is 2^P_SHIFT times the row's */
+            lse2[h] = va_lse2(m_ref[h] - (float)P_SHIFT, l);
             if ((lane & 3) == 0) {
                 l_s[r0 + 8 * h] = l;
                 if (!clustered)

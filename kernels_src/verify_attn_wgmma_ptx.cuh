@@ -113,6 +113,14 @@ vmajor_desc(uint32_t addr)
     return sw128_desc(addr, KDT_ATTN_WG_V_LBO, KDT_ATTN_WG_V_SBO);
 }
 
+/* The 16-bit operand type of both products: bf16, or f16 over an e4m3
+ * cache (which widens to f16 exactly; kdt_fp8.cuh). */
+#if KDT_KV == 1
+#define KDT_WG_AB "f16.f16"
+#else
+#define KDT_WG_AB "bf16.bf16"
+#endif
+
 /* D (64 x 64 f32) += A B^T over one k16 step: A and B both K-major in
  * 128-byte-swizzled shared memory (the Q tile and the K tile).  `acc` = 0
  * overwrites D (the first step of a tile). */
@@ -121,7 +129,7 @@ wg_mma_qk(float (&d)[32], uint64_t da, uint64_t db, int acc)
 {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." KDT_WG_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, "
         "%8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, "
@@ -147,7 +155,7 @@ wg_mma_pv(float (&d)[128], uint64_t da, uint64_t db)
 {
     asm volatile(
         "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32." KDT_WG_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, "
         "%8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, "
