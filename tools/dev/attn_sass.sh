@@ -5,7 +5,8 @@
 #
 #   bash tools/dev/attn_sass.sh DIR [KERNELS_SRC]
 #
-# writes DIR/<arch>.<H>_<PAGE>_<N_MAX>.sass (cuobjdump -sass with the
+# SHAPES: H:PAGE:N_MAX[:KV:MATH] each (KV, MATH 0 bf16, 1 e4m3; bf16 when
+# left out); writes DIR/<arch>.<H>_<PAGE>_<N_MAX>[_kv<KV>_math<MATH>].sass (cuobjdump -sass with the
 # addresses and encodings stripped) and DIR/ptxas.txt.
 #
 #   bash tools/dev/attn_sass.sh --compare A B
@@ -58,10 +59,11 @@ mkdir -p "$DIR"
 : > "$DIR/ptxas.txt"
 for a in $ARCHS; do
     for s in $SHAPES; do
-        IFS=: read h pg nm <<< "$s"
-        n=$a.${h}_${pg}_$nm
+        IFS=: read h pg nm kv math <<< "$s"
+        n=$a.${h}_${pg}_$nm${kv:+_kv$kv}${math:+_math$math}
         nvcc -std=c++17 -cubin -arch=$a -lineinfo -Xptxas -v \
             -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
+            ${kv:+-DKDT_KV=$kv} ${math:+-DKDT_MATH=$math} \
             -o "$DIR/$n.cubin" "$SRC/verify_attn.cu" 2> "$DIR/$n.log"
         grep -E "Compiling entry|registers|spill" "$DIR/$n.log" \
             | sed "s/^/$n: /" >> "$DIR/ptxas.txt"
