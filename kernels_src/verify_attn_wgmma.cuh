@@ -60,7 +60,11 @@
  * entries).
  *
  * Its PTX (barriers, fences, wgmma and its descriptors, the cluster's
- * operations) is the part verify_attn_wgmma_ptx.cuh.
+ * operations) is the part verify_attn_wgmma_ptx.cuh.  The FP8
+ * arithmetic (MATH = e4m3) keeps this loop and its barriers with e4m3
+ * operands throughout (Q quantized, the tiles' own bytes, a V^T stage
+ * that WG1 writes, P in e4m3, the row sums one more wgmma): its phases
+ * are the part verify_attn_wgmma_e4m3.cuh.
  */
 
 constexpr int BM = KDT_ATTN_WG_BM;
@@ -82,9 +86,6 @@ constexpr int L_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, l);
 constexpr int SMEM_BYTES = KDT_ATTN_WG_SMEM;
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
-static_assert(!MATH_E4M3, "this body's arithmetic is bf16 (an e4m3 cache "
-                           "is widened to it); MATH=e4m3 is not built for "
-                           "sm_90a");
 static_assert(BLK_BYTES == KDT_ATTN_WG_V_LBO && Q_BLK_BYTES == BM * 128,
               "a 64-column block is [rows][128 B]");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
@@ -104,7 +105,7 @@ constexpr int QUNSCALE_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, q_unscale);
 /* Over an e4m3 cache P goes to f16 times 2^P_SHIFT (docs/contract.md §3:
  * at most 2^15, 11 significant bits a weight down to 2^-21); the row sums
  * carry the same factor, and the LSE takes it back. */
-constexpr int P_SHIFT = KV_E4M3 ? 7 : 0;
+constexpr int P_SHIFT = KV_E4M3 && !MATH_E4M3 ? 7 : 0;
 
 #include "verify_attn_wgmma_ptx.cuh"
 #include "kdt_fp8.cuh"
@@ -435,10 +436,15 @@ q_to_f16(unsigned char *smem, int tid)
     }
 }
 
+#include "verify_attn_wgmma_e4m3.cuh"
+
 /* Phase 1: the Q tile (all threads) and the first KV tile (WG1; from an
  * e4m3 cache widened, kv8_store) into shared memory; padding rows of Q
  * and tokens past the KV's end are zero-filled; over an e4m3 cache, Q
- * then goes to f16 (q_to_f16). */
+ * then goes to f16 (q_to_f16).  Under MATH = e4m3 the bf16 Q tile lands
+ * in the second stage and goes to e4m3 (q_to_e4m3), the first tile's
+ * bytes land as they are and WG1 writes their V^T (kv8_transpose), and
+ * WG0 writes the row sums' ones. */
 static __device__ __forceinline__ void
 load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
                       unsigned char *smem, uint32_t sq, uint32_t sk, int tid,
@@ -446,15 +452,20 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
                       const int32_t *__restrict__ bt)
 {
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
+    const uint32_t qdst = MATH_E4M3 ? sk + TILE_BYTES : sq;
     for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
         const int row = i / CHUNKS, c = i - row * CHUNKS;
         const bool ok = b.m0 + row < b.valid_rows;
-        kdt_cp_async16(sq + sw_piece(BM, row, c),
+        kdt_cp_async16(qdst + sw_piece(BM, row, c),
                        ok ? q + (int64_t)row * D_QK + c * 8 : q,
                        ok ? 16 : 0);
     }
     if (wg == 1 && b.t0 < b.t1) {
-        if constexpr (KV_E4M3) {
+        if constexpr (MATH_E4M3) {
+            int page[KV8B_PAGES];
+            kv8b_pages(page, wtid, b.t0, b.total, bt);
+            kv8b_load_tile(sk, page, b.t0, (const uint8_t *)kv, wtid);
+        } else if constexpr (KV_E4M3) {
             uint4 v[KV8_PIECES];
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
@@ -470,7 +481,14 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     }
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
-    if constexpr (KV_E4M3) {
+    if constexpr (MATH_E4M3) {
+        if (wg == 1 && b.t0 < b.t1)
+            kv8_transpose(sk, smem + K_OFF, wtid);
+        if (wg == 0)
+            ((uint32_t *)(smem + ONES_OFF))[wtid] = E4M3_ONES;
+        __syncthreads(); /* every thread's Q pieces have landed */
+        q_to_e4m3(smem, tid);
+    } else if constexpr (KV_E4M3) {
         __syncthreads(); /* every thread's Q pieces have landed */
         q_to_f16(smem, tid);
     }
@@ -621,18 +639,21 @@ regs_copy(float (&dst)[N], const float (&src)[N])
  * for. */
 static __device__ __forceinline__ void
 wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
-                 float (&l_part_io)[2],
+                 float (&l_part_io)[2], float (&l4_io)[4],
                  const uint32_t (&mask_words)[MASK_ROWS][TAIL_WORDS],
                  const kdt_verify_attn_params &p, const va_block &b,
                  const unsigned char *smem, uint64_t dq, uint64_t dk0,
-                 uint64_t dp, uint64_t dv0, uint32_t sp, uint32_t vcol,
-                 float *alpha_s, int r0, int c2, int wwarp, int lane)
+                 uint64_t dp, uint64_t dv0, uint64_t dones, uint32_t sp,
+                 uint32_t vcol, float *alpha_s, int r0, int c2, int wwarp,
+                 int lane)
 {
     const int past = b.past, t0 = b.t0, t1 = b.t1;
-    float o[128], m_ref[2], l_part[2];
+    float o[128], m_ref[2], l_part[2], l4[4];
     regs_copy(o, o_io);
     regs_copy(m_ref, m_ref_io);
     regs_copy(l_part, l_part_io);
+    if constexpr (MATH_E4M3)
+        regs_copy(l4, l4_io);
     /* the cache's scale joins the logits' (docs/contract.md §3); written
      * out, not through a helper taking p, which cost the wgmma body its
      * global stores' address space (other SASS) */
@@ -665,7 +686,10 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         if (it > 0)
             bar_sync(BAR_KFULL + st);
         wg_fence();
-        qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
+        if constexpr (MATH_E4M3)
+            qk8_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
+        else
+            qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
         wg_commit();
         wg_wait<0>();
         pin(s);
@@ -691,13 +715,23 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
                                   tail ? 1.f : row_scale[1]};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
+            if constexpr (MATH_E4M3)
+                softmax_p8_half(s, mu, x_scale, sp, r0, lane & 3, half);
+            else
+                softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
             proxy_fence();
             bar_arrive(BAR_PFULL + half);
-            pv_issue(o, alpha[0], alpha[1], dp, dv0, st * TILE_BYTES + vcol,
-                     half);
+            if constexpr (MATH_E4M3)
+                pv8_issue<true>(o, l4, alpha[0], alpha[1], dp, dv0, dones,
+                                st * TILE_BYTES + vcol, half);
+            else
+                pv_issue(o, alpha[0], alpha[1], dp, dv0,
+                         st * TILE_BYTES + vcol, half);
         }
-        pv_finish(o);
+        if constexpr (MATH_E4M3)
+            pv8_finish<true>(o, l4);
+        else
+            pv_finish(o);
         bar_arrive(BAR_KEMPTY + st);
     }
     if (t1 > t0)
@@ -705,6 +739,57 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
     regs_copy(o_io, o);
     regs_copy(m_ref_io, m_ref);
     regs_copy(l_part_io, l_part);
+    if constexpr (MATH_E4M3)
+        regs_copy(l4_io, l4);
+}
+
+/* Phase 2, WG1's side of the KV loop under MATH = e4m3, the loop below
+ * (wg1_load_pv_loop) with e4m3 tiles: tile t+1's bytes by cp.async into
+ * the stage WG0 handed back, published (BAR_KFULL) as soon as they have
+ * landed, while the first half's PV runs; then this thread's share of
+ * its V^T (kv8_transpose, from the pieces it copied), fenced before the
+ * arrive on BAR_PEMPTY, which WG0 waits for before its PV of tile t+1,
+ * and the PV of the second half. */
+static __device__ __forceinline__ void
+wg1_load_pv8_loop(float (&o)[128], const va_block &b,
+                  const uint8_t *__restrict__ kv,
+                  const int32_t *__restrict__ bt, uint64_t dp, uint64_t dv0,
+                  uint32_t sk, const unsigned char *smem_k, uint32_t vcol,
+                  const float *alpha_s, int r0, int wtid)
+{
+    const int total = b.total, t0 = b.t0, t1 = b.t1;
+    float no_rowsum[4];
+    int page[KV8B_PAGES]; /* of tile t+1 */
+    kv8b_pages(page, wtid, t0 + 1, total, bt);
+    for (int t = t0; t < t1; ++t) {
+        const int it = t - t0, st = it & 1, nb = st ^ 1;
+        const uint32_t next = sk + nb * TILE_BYTES;
+        /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
+        if (it > 0)
+            bar_sync(BAR_KEMPTY + nb);
+        if (t + 1 < t1)
+            kv8b_load_tile(next, page, t + 1, kv, wtid);
+        kdt_cp_async_commit();
+        kv8b_pages(page, wtid, t + 2, total, bt);
+
+        bar_sync(BAR_PFULL);
+        pv8_issue<false>(o, no_rowsum, alpha_s[r0], alpha_s[r0 + 8], dp,
+                         dv0, 0, st * TILE_BYTES + vcol, 0);
+        if (t + 1 < t1) {
+            kdt_cp_async_wait<0>();
+            proxy_fence();
+            bar_arrive(BAR_KFULL + nb);
+            kv8_transpose(next, smem_k + nb * TILE_BYTES, wtid);
+            proxy_fence();
+        }
+        bar_sync(BAR_PFULL + 1);
+        pv8_issue<false>(o, no_rowsum, 1.f, 1.f, dp, dv0, 0,
+                         st * TILE_BYTES + vcol, 1);
+        pv8_finish<false>(o, no_rowsum);
+        bar_arrive(BAR_PEMPTY);
+    }
+    if (t1 > t0)
+        bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
 }
 
 /* Phase 2, WG1's side of the KV loop.  Per tile t: tile t+1 into the
@@ -725,12 +810,18 @@ static __device__ __forceinline__ void
 wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
                  const uint16_t *__restrict__ kv,
                  const int32_t *__restrict__ bt, uint64_t dp, uint64_t dv0,
-                 uint32_t sk, uint32_t vcol, const float *alpha_s, int r0,
-                 int wtid)
+                 uint32_t sk, const unsigned char *smem_k, uint32_t vcol,
+                 const float *alpha_s, int r0, int wtid)
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
     float o[128];
     regs_copy(o, o_io);
+    if constexpr (MATH_E4M3) {
+        wg1_load_pv8_loop(o, b, (const uint8_t *)kv, bt, dp, dv0, sk,
+                          smem_k, vcol, alpha_s, r0, wtid);
+        regs_copy(o_io, o);
+        return;
+    }
     int64_t rows[BN / 16]; /* bf16: of tile t+1 */
     uint4 v[KV8_PIECES];   /* e4m3: the first, then the second half of t+1 */
     int page1, page2;      /* e4m3: t+1's second half, t+2's first */
@@ -942,21 +1033,31 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     /* WG0's softmax state of rows r0 and r0 + 8 (4 lanes share a row) */
     float m_ref[2] = {kdt_neg_inf(), kdt_neg_inf()};
     float l_part[2] = {0.f, 0.f};
-    /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile */
-    const uint32_t vcol = (uint32_t)(4 * wg * BLK_BYTES);
-    /* operand descriptors: Q, P, and stage 0 of the ring as K and as V */
-    const uint64_t dq = kmajor_desc(sq), dp = kmajor_desc(sp);
-    const uint64_t dk0 = kmajor_desc(sk), dv0 = vmajor_desc(sk);
+    float l4[4] = {0.f, 0.f, 0.f, 0.f}; /* MATH = e4m3: the row sums */
+    /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile
+     * (MATH = e4m3: V^T rows 256 wg ..) */
+    const uint32_t vcol =
+        (uint32_t)(MATH_E4M3 ? wg * VT_WG_BYTES : 4 * wg * BLK_BYTES);
+    /* operand descriptors: Q, P, and stage 0 of the ring as K and as V
+     * (MATH = e4m3: its V^T; and the row sums' ones) */
+    const uint64_t dq = kmajor_desc(sq);
+    const uint64_t dp = MATH_E4M3 ? sw64_desc(sp) : kmajor_desc(sp);
+    const uint64_t dk0 = kmajor_desc(sk);
+    const uint64_t dv0 =
+        MATH_E4M3 ? sw64_desc(sk + VT_OFF) : vmajor_desc(sk);
+    const uint64_t dones = sw64_desc(base + ONES_OFF);
 
     /* Phase 2, the KV loop, one function a warpgroup.  The wgmma below
      * sit on no branch but the loops' and this warpgroup choice: ptxas
      * serialises every wgmma of a kernel that has one on a path it cannot
      * prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0)
-        wg0_softmax_loop(o, m_ref, l_part, mask_words, p, b, smem, dq, dk0,
-                         dp, dv0, sp, vcol, alpha_s, r0, c2, wwarp, lane);
+        wg0_softmax_loop(o, m_ref, l_part, l4, mask_words, p, b, smem, dq,
+                         dk0, dp, dv0, dones, sp, vcol, alpha_s, r0, c2,
+                         wwarp, lane);
     else
-        wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, vcol, alpha_s, r0, wtid);
+        wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, smem + K_OFF, vcol,
+                         alpha_s, r0, wtid);
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
@@ -964,9 +1065,14 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     if (wg == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float l = l_part[h];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            float l;
+            if constexpr (MATH_E4M3) {
+                l = l4[2 * h]; /* the rounded weights' sum, every lane's */
+            } else {
+                l = l_part[h];
+                l += __shfl_xor_sync(0xffffffffu, l, 1);
+                l += __shfl_xor_sync(0xffffffffu, l, 2);
+            }
             /* l, like O, is 2^P_SHIFT times the row's */
             lse2[h] = va_lse2(m_ref[h] - (float)P_SHIFT, l);
             if ((lane & 3) == 0) {

@@ -614,22 +614,6 @@ END_TEST
 
 static const int maths[] = {KDTREE_ATTN_MATH_BF16, KDTREE_ATTN_MATH_E4M3};
 
-/* Whether the runtime's target builds the e4m3 arithmetic: the wgmma
- * body has none, and its targets (sm_90a, compute_90a) refuse MATH=e4m3
- * with KDTREE_ERROR_ARCH before any compile (test_compile_attn checks the
- * refusal).  The library is asked, not the target's name. */
-static int
-e4m3_math_built(void)
-{
-    const char *target = kdtree_runtime_target(gpu_runtime());
-    int st = kdtree_compile(NULL, target, "verify_attn",
-                            "H=8,PAGE=1,N_MAX=65,KV=e4m3,MATH=e4m3");
-    ck_assert_msg(st == KDTREE_OK || st == KDTREE_ERROR_ARCH,
-                  "kdtree_compile of MATH=e4m3 for %s: %s", target,
-                  kdtree_last_error());
-    return st == KDTREE_OK;
-}
-
 /* One problem over an e4m3 cache of scale kv_scale, run in each
  * arithmetic with each split count of `splits` (n of them). */
 static void
@@ -638,8 +622,7 @@ check_e4m3(int R, int H, int N, int page, const int *past, const int *nn,
            const char *what)
 {
     long bad = 0;
-    const int n_math = e4m3_math_built() ? 2 : 1;
-    for (int m = 0; m < n_math; m++) {
+    for (int m = 0; m < 2; m++) {
         prob p;
         prob_init(&p, R, H, N, page, past, nn, tree, scale);
         prob_e4m3(&p, maths[m], kv_scale);
