@@ -344,14 +344,14 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
     float *l_s = (float *)(smem + L_OFF8);
     /* the cache's bytes (kdt_params.h types the pointer as bf16's) */
     const uint8_t *__restrict__ kv = (const uint8_t *)p.kv_cache;
-    const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
-    const uint32_t *__restrict__ anc =
-        p.anc_mask + (int64_t)b.r * N_MAX * W;
+    const int32_t *__restrict__ bt = p.block_table;
+    const int64_t bt_row = (int64_t)b.r * p.max_pages;
+    const uint32_t *__restrict__ anc = p.anc_mask;
 
     const int g = warp >> 2, q = warp & 3;
     unsigned char *gbox = smem + BOX_OFF8 + 4 * g * BOX;
     unsigned char *mybox = gbox + q * BOX;
-    const int row = 32 * g + 16 * (q >> 1) + 8 * (q & 1) + (lane >> 2);
+    const int row = softmax_row_of(tid);
     const int c2 = 2 * (lane & 3);
     const float scale_log2 = p.scale * p.kv_scale * KDT_LOG2E;
     uint32_t qa[2][QSTEPS][4];
@@ -391,7 +391,7 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
     for (int i = 0; i < AHEAD8; ++i) {
         if (t0 + i < t1)
             load_kv_tile(ldst + i * STAGE8, ltok, lcol, t0 + i, b.total, kv,
-                         bt);
+                         bt, bt_row);
         kdt_cp_async_commit();
     }
     for (int t = t0; t < t1; ++t) {
@@ -415,7 +415,8 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
             if (h == 0) {
                 if (t + AHEAD8 < t1)
                     load_kv_tile(ldst + ((it + AHEAD8) % NSTAGE8) * STAGE8,
-                                 ltok, lcol, t + AHEAD8, b.total, kv, bt);
+                                 ltok, lcol, t + AHEAD8, b.total, kv, bt,
+                                 bt_row);
                 kdt_cp_async_commit();
             }
         }
@@ -423,7 +424,7 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
         float x[NTN][2];
         gather_s(x, own, mybox, lane);
         const float alpha = softmax_row<MATH_E4M3 ? 0 : P16_SHIFT>(
-            x, m_ref, l_part, t, b, anc, row, c2, row_fac);
+            x, m_ref, l_part, t, b, anc, row_fac);
         __syncwarp(); /* every lane has read its partials */
         if constexpr (MATH_E4M3) {
             const uint2 pw = publish_p8(mybox, x, alpha, lane);
