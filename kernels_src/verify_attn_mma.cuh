@@ -274,6 +274,22 @@ fresh_tid(void)
     return t;
 }
 
+/* Copies KV tile t into the stage at `stage` (load_kv_tile), this
+ * thread's piece (token tid / TPT, 16-byte column tid % TPT of rows ROWB
+ * bytes apart) derived from a fresh %tid.x: held across the KV loop,
+ * the piece's address and token were the two values ptxas spilled in the
+ * e4m3 body on sm_89. */
+template <int ROWB, class T>
+static __device__ __forceinline__ void
+load_kv_tile_at(uint32_t stage, int t, int total, const T *__restrict__ kv,
+                const int32_t *__restrict__ bt, int64_t bt_row)
+{
+    const int tid = fresh_tid();
+    const int tok = tid / TPT, col = tid % TPT;
+    load_kv_tile(stage + tok * ROWB + col * 16, tok, col, t, total, kv, bt,
+                 bt_row);
+}
+
 /* The block row whose softmax thread `tid` owns: row lane / 4 of octet q
  * (warp q of group g) of the group's 32 rows. */
 static __device__ __forceinline__ int

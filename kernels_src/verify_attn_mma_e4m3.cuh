@@ -384,14 +384,12 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
     const uint32_t v_lane = MATH_E4M3 ? lane * ROW8 + NCOL * q
                                       : lpair * ROW8 + 16 * (lane >> 4)
                                             + NCOL * q;
-    const int ltok = tid / TPT, lcol = tid % TPT;
-    const uint32_t ldst = ring + ltok * ROW8 + lcol * 16;
 
 #pragma unroll
     for (int i = 0; i < AHEAD8; ++i) {
         if (t0 + i < t1)
-            load_kv_tile(ldst + i * STAGE8, ltok, lcol, t0 + i, b.total, kv,
-                         bt, bt_row);
+            load_kv_tile_at<ROW8>(ring + i * STAGE8, t0 + i, b.total, kv,
+                                  bt, bt_row);
         kdt_cp_async_commit();
     }
     for (int t = t0; t < t1; ++t) {
@@ -414,9 +412,9 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
             scatter_s(own[h], s, gbox, q, h, lane);
             if (h == 0) {
                 if (t + AHEAD8 < t1)
-                    load_kv_tile(ldst + ((it + AHEAD8) % NSTAGE8) * STAGE8,
-                                 ltok, lcol, t + AHEAD8, b.total, kv, bt,
-                                 bt_row);
+                    load_kv_tile_at<ROW8>(
+                        ring + ((it + AHEAD8) % NSTAGE8) * STAGE8, t + AHEAD8,
+                        b.total, kv, bt, bt_row);
                 kdt_cp_async_commit();
             }
         }
