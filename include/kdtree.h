@@ -331,13 +331,12 @@ typedef enum kdtree_kv_dtype {
  * docs/contract.md §3 gives each one's error bound). */
 typedef enum kdtree_attn_math {
     /* 16-bit operands, f32 accumulation: bf16; an e4m3 cache widened on
-     * chip, exactly (to f16 on the mma.sync body, with the precision of
-     * bf16 or better: docs/contract.md §3) */
+     * chip, exactly (to f16, with the precision of bf16 or better:
+     * docs/contract.md §3) */
     KDTREE_ATTN_MATH_BF16 = 0,
     /* e4m3 operands, f32 accumulation: each query row quantized to e4m3
      * with a scale of its own, the softmax weights quantized for P V; an
-     * e4m3 cache only; not for target sm_90a (KDTREE_ERROR_ARCH: its
-     * wgmma body computes in bf16; target sm_90 builds the mma.sync one) */
+     * e4m3 cache only */
     KDTREE_ATTN_MATH_E4M3 = 1
 } kdtree_attn_math;
 

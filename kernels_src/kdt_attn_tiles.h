@@ -166,6 +166,23 @@ static_assert(KDT_ATTN_KV8_SMEM <= 99 * 1024,
 typedef uint16_t kdt_attn_wg_qtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BM][64];
 typedef uint16_t kdt_attn_wg_kvtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BN][64];
 
+/* The FP8 arithmetic (MATH = e4m3, mode b) on the same plan: wgmma's
+ * e4m3 form reads both operands K-major, 32 bytes a k step.  Q and each
+ * KV tile are their e4m3 bytes (576 a row) in the 128-byte-swizzled
+ * K-major layout, five 128-byte column blocks [rows][128 B] of which the
+ * fifth holds k_pe's 64 bytes a row in its first half (the other half is
+ * never written or read); V^T, a stage's first 512 dims with the tokens
+ * contiguous (the K dimension of P V), [512][64 B] under the 64-byte
+ * swizzle, the 16-byte piece c of row d at piece c ^ ((d / 2) % 4).  A
+ * stage is exactly a bf16 tile's size, and the e4m3 Q tile fits in the
+ * bf16 one's place. */
+#define KDT_ATTN_WG8_KBLK 5
+typedef uint8_t kdt_attn_wg8_tile[KDT_ATTN_WG8_KBLK][KDT_ATTN_WG_BN][128];
+typedef struct kdt_attn_wg8_stage {
+    kdt_attn_wg8_tile k;
+    uint8_t vt[KDT_ATTN_D_V][KDT_ATTN_WG_BN];
+} kdt_attn_wg8_stage;
+
 /* A cluster's share of the merge: a block's normalised partial rows (f32)
  * and their log2-sum-exp, which the cluster's other blocks read. */
 typedef struct kdt_attn_wg_merge {
@@ -174,27 +191,53 @@ typedef struct kdt_attn_wg_merge {
 } kdt_attn_wg_merge;
 
 typedef struct kdt_attn_wg_smem {
-    alignas(16) kdt_attn_wg_qtile q;
+    /* bf16 (f16 over an e4m3 cache), or e4m3 under MATH = e4m3 */
+    union {
+        alignas(16) kdt_attn_wg_qtile q16;
+        alignas(16) kdt_attn_wg8_tile q8;
+    } q;
     /* The two KV stages; once the loop is done, the epilogue's staging of
      * O: an unsplit block's rows as bf16 (store_o), or its share of a
      * cluster's merge (cluster_merge). */
     union {
         alignas(16) kdt_attn_wg_kvtile kv[2];
+        alignas(16) kdt_attn_wg8_stage kv8[2]; /* MATH = e4m3 */
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];
         kdt_attn_wg_merge merge;
     } stages;
-    /* P (bf16, 64 tokens: one swizzled 64-column block), each row's
-     * rescale factor, and the row sums for the epilogue */
-    alignas(16) uint16_t p[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
+    /* P (bf16, or f16 over an e4m3 cache; 64 tokens: one swizzled
+     * 64-column block; under MATH = e4m3, e4m3 bytes [64][64 B] under
+     * the 64-byte swizzle, and beside it the operand of ones that the
+     * row sums' wgmma multiplies P by), each row's rescale factor, the
+     * row sums for the epilogue, and, over an e4m3 cache, what each
+     * row's logits are multiplied by to undo its Q row's scaling (the
+     * power of two of f16 Q; max |q| / 448 of e4m3 Q) */
+    union {
+        alignas(16) uint16_t p16[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
+        struct {
+            alignas(16) uint8_t p[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
+            alignas(16) uint8_t ones[8][KDT_ATTN_WG_BN];
+        } e4m3;
+    } p;
     float alpha[KDT_ATTN_WG_BM];
     float l[KDT_ATTN_WG_BM];
+    float q_unscale[KDT_ATTN_WG_BM];
 } kdt_attn_wg_smem;
 
 #define KDT_ATTN_WG_SMEM ((int)sizeof(kdt_attn_wg_smem) + KDT_ATTN_WG_ALIGN)
 
 static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages) ==
-                  sizeof(((kdt_attn_wg_smem *)0)->stages.kv),
-              "the epilogue's O is staged in the KV stages at no cost");
+                  sizeof(((kdt_attn_wg_smem *)0)->stages.kv) &&
+                  sizeof(kdt_attn_wg8_stage) == sizeof(kdt_attn_wg_kvtile),
+              "the epilogue's O is staged in the KV stages at no cost, "
+              "and an e4m3 stage is a bf16 one's size");
+static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
+                  && sizeof(((kdt_attn_wg_smem *)0)->p) ==
+                  sizeof(((kdt_attn_wg_smem *)0)->p.p16),
+              "the e4m3 Q tile and P take no room of their own");
+static_assert(KDT_OFFSETOF(kdt_attn_wg8_stage, vt) % KDT_ATTN_WG_ALIGN == 0 &&
+                  KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones) % 512 == 0,
+              "V^T and the ones start on a (64-byte) swizzle pattern");
 static_assert(sizeof(kdt_attn_wg_qtile) % KDT_ATTN_WG_ALIGN == 0 &&
                   sizeof(kdt_attn_wg_kvtile) % KDT_ATTN_WG_ALIGN == 0,
               "swizzled tiles are whole 1024-byte patterns");

@@ -30,41 +30,33 @@ kdt_e4m3x4_to_f16x4(uint32_t &lo, uint32_t &hi, uint32_t x)
         : "=r"(lo), "=r"(hi) : "r"(x));
 }
 
-/* Two e4m3 bytes, in bits 8-15 and 24-31 of t, as a bf16x2, exactly.
- * Spread into bf16's fields (the sign, then the 7 bits of exponent and
- * mantissa 4 places lower) a byte is its value x 2^-120, subnormals
- * included (an e4m3 subnormal m 2^-9 lands on bf16's m 2^-129); one
- * fma.rn.bf16x2 by 2^120 (0x7b80) makes it the value, which bf16 holds
- * exactly.  A NaN byte (magnitude 0x7f, which the spread reads as 480)
- * gets a NaN addend instead of +0, so it stays NaN; -0 comes out +0. */
-static __device__ __forceinline__ uint32_t
-kdt_e4m3_hi_bytes_to_bf16x2(uint32_t t)
+/*
+ * An e4m3 cache in bf16 arithmetic (docs/contract.md §3, MATH = bf16):
+ * both bodies widen the cache to f16 (one cvt for two elements, where
+ * bf16 takes four integer operations more: e4m3's subnormals and NaN)
+ * and run f16 tensor cores.  Each Q row is multiplied by the power of two
+ * that brings its max |q| into [2^14, 2^15), where f16 holds every bf16
+ * value of the row exactly down to 2^-31 of that maximum, and the
+ * logits' factor takes the power back.
+ */
+
+/* The exponent k of the power of two 2^k that brings a row's max |q|
+ * (amax) into [2^14, 2^15): amax is in [2^(e - 127), 2^(e - 126)) for its
+ * biased exponent e.  At most 126 (a row of zeros, or one whose maximum
+ * is below 2^-112, gets 2^126), at least -114 (infinity, NaN), so 2^k and
+ * 2^-k are normal f32. */
+static __device__ __forceinline__ int
+kdt_q16_row_exp(float amax)
 {
-    const uint32_t mag = t & 0x7f007f00u;
-    const uint32_t spread = (mag >> 4) | (t & 0x80008000u);
-    /* a NaN's magnitude + 1 sets bit 15 of its half; prmt copies that bit
-     * over the half (selector nibbles 8 + byte: the byte's sign) */
-    uint32_t nan, r;
-    asm("prmt.b32 %0, %1, 0, 0xbb99;" : "=r"(nan) : "r"(mag + 0x01000100u));
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
-        : "=r"(r) : "r"(spread), "r"(0x7b807b80u), "r"(nan));
-    return r;
+    const int e = (int)((__float_as_uint(amax) >> 23) & 0xffu);
+    return min(141 - e, 126);
 }
 
-/* Four e4m3 (a word as a row holds them) as two bf16x2, exactly: bytes
- * 0, 1 into lo, bytes 2, 3 into hi; for a body that widens whole tiles.
- * 3.5 instructions an element (PRMT, LOP3, LEA.HI, VIADD, HFMA2.BF16_V2)
- * where widening to f16 and then fixing the halves up to bf16 took 7.75
- * (F2FP, then a SEL-based fix-up per half; nvcc -arch sm_90a -cubin,
- * cuobjdump -sass, 8 elements). */
-static __device__ __forceinline__ void
-kdt_e4m3x4_to_bf16x4(uint32_t &lo, uint32_t &hi, uint32_t x)
+/* 2^k for k in [-126, 127]. */
+static __device__ __forceinline__ float
+kdt_pow2f(int k)
 {
-    uint32_t t0, t1;
-    asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(x)); /* 1 _ 0 _ */
-    asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(x)); /* 3 _ 2 _ */
-    lo = kdt_e4m3_hi_bytes_to_bf16x2(t0);
-    hi = kdt_e4m3_hi_bytes_to_bf16x2(t1);
+    return __uint_as_float((uint32_t)(127 + k) << 23);
 }
 
 /* Two f32 rounded to e4m3 (to nearest even, saturated to +-448: PTX's
@@ -122,6 +114,25 @@ static __device__ __forceinline__ uint32_t
 kdt_bf16x2_absmax_bits(uint32_t m, uint32_t w)
 {
     return max(m, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
+}
+
+/* The same over eight bf16 (a 16-byte piece of a row). */
+static __device__ __forceinline__ uint32_t
+kdt_bf16x8_absmax_bits(uint32_t m, uint4 w)
+{
+    m = kdt_bf16x2_absmax_bits(m, w.x);
+    m = kdt_bf16x2_absmax_bits(m, w.y);
+    m = kdt_bf16x2_absmax_bits(m, w.z);
+    return kdt_bf16x2_absmax_bits(m, w.w);
+}
+
+/* The maximum of m over the four lanes of a quad (lanes 4 i .. 4 i + 3:
+ * the four threads that share a row). */
+static __device__ __forceinline__ uint32_t
+kdt_quad_max(uint32_t m)
+{
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    return max(m, __shfl_xor_sync(0xffffffffu, m, 2));
 }
 
 #endif /* KDT_FP8_CUH */

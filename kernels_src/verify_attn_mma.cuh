@@ -92,11 +92,15 @@ constexpr int TPT = NTHREADS / BN;            /* threads per token */
  * `dst` (this thread's first piece); tokens at or past `total` are
  * zero-filled (never read: the block table may hold garbage there, and a
  * zero V row times P = 0 cannot make NaN).  T is the cache's element:
- * uint16_t (bf16) or uint8_t (e4m3). */
+ * uint16_t (bf16) or uint8_t (e4m3).  The request's pages are bt[bt_row
+ * ..]: the table's own pointer and a block-uniform offset, not a pointer
+ * to the row, which ptxas kept in two registers across the KV loop and
+ * spilled at some shapes on sm_120. */
 template <class T>
 static __device__ __forceinline__ void
 load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
-             const T *__restrict__ kv, const int32_t *__restrict__ bt)
+             const T *__restrict__ kv, const int32_t *__restrict__ bt,
+             int64_t bt_row)
 {
     constexpr int EPC = 16 / sizeof(T);       /* elements a 16-byte piece */
     constexpr int NPIECE = D_QK / EPC;        /* pieces a row */
@@ -105,7 +109,7 @@ load_kv_tile(uint32_t dst, int tok, int col0, int t, int total,
     int64_t row = 0; /* past the end: the cache's first row, never read */
     int bytes = 0;
     if (pos < total) {
-        const int page = __ldg(bt + pos / PAGE);
+        const int page = __ldg(bt + (bt_row + pos / PAGE));
         row = (int64_t)page * PAGE + pos % PAGE;
         bytes = 16;
     }
@@ -258,16 +262,61 @@ gather_s(float (&x)[NTN][2], const float (&own)[NHALF][2][2],
         }
 }
 
-/* Phase 2d, the online softmax of tile t for this lane's row `row` of the
- * block (its octet's row lane / 4): scales to log2 units, masks (tail
- * tiles only), moves the lazy maximum, and returns the rescale factor of
- * the row's O; x becomes P, times 2^P_SHIFT (the f16 weights of an e4m3
- * cache's bf16 arithmetic, below; the row sum is in the same units). */
+/* The thread's index read afresh: an asm volatile is never merged with
+ * another read nor hoisted out of the KV loop, so what is derived from
+ * it where it is used does not occupy a register across the loop (the
+ * body has none to spare on sm_120: Q and O take 200 of 255). */
+static __device__ __forceinline__ int
+fresh_tid(void)
+{
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+}
+
+/* Copies KV tile t into the stage at `stage` (load_kv_tile), this
+ * thread's piece (token tid / TPT, 16-byte column tid % TPT of rows ROWB
+ * bytes apart) derived from a fresh %tid.x: held across the KV loop,
+ * the piece's address and token were the two values ptxas spilled in the
+ * e4m3 body on sm_89. */
+template <int ROWB, class T>
+static __device__ __forceinline__ void
+load_kv_tile_at(uint32_t stage, int t, int total, const T *__restrict__ kv,
+                const int32_t *__restrict__ bt, int64_t bt_row)
+{
+    const int tid = fresh_tid();
+    const int tok = tid / TPT, col = tid % TPT;
+    load_kv_tile(stage + tok * ROWB + col * 16, tok, col, t, total, kv, bt,
+                 bt_row);
+}
+
+/* The block row whose softmax thread `tid` owns: row lane / 4 of octet q
+ * (warp q of group g) of the group's 32 rows. */
+static __device__ __forceinline__ int
+softmax_row_of(int tid)
+{
+    const int g = tid >> 7, q = (tid >> 5) & 3, lane = tid & 31;
+    return 32 * g + 16 * (q >> 1) + 8 * (q & 1) + (lane >> 2);
+}
+
+/* The mask's words are indexed from p.anc_mask by a 32-bit offset: the
+ * request's rows start at r N_MAX W with r = blockIdx.z < 65535. */
+static_assert(65535ull * N_MAX * W <= 0xffffffffull,
+              "anc_mask offsets fit 32 bits");
+
+/* Phase 2d, the online softmax of tile t for this lane's row of the block
+ * (softmax_row_of): scales to log2 units, masks (tail tiles only), moves
+ * the lazy maximum, and returns the rescale factor of the row's O; x
+ * becomes P, times 2^P_SHIFT (the f16 weights of an e4m3 cache's bf16
+ * arithmetic, below; the row sum is in the same units).  The mask's
+ * operands (the row, its node, its words in anc = p.anc_mask, the end of
+ * what it may see) are computed in the tail tile that tests it, not kept
+ * across the loop. */
 template <int P_SHIFT = 0>
 static __device__ __forceinline__ float
 softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
-            const va_block &b, const uint32_t *__restrict__ anc, int row,
-            int c2, float scale_log2)
+            const va_block &b, const uint32_t *__restrict__ anc,
+            float scale_log2)
 {
 #pragma unroll
     for (int n = 0; n < NTN; ++n)
@@ -275,18 +324,24 @@ softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
         for (int e = 0; e < 2; ++e)
             x[n][e] *= scale_log2;
     if ((t + 1) * BN > b.past) {
-        /* a tail tile: the tree's own rows, and the end of the KV */
-        const int node = (b.m0 + row) / H;
-        const uint32_t *mask_row = anc + min(node, N_MAX - 1) * W;
+        /* a tail tile: the tree's own rows, and the end of the KV.  A
+         * padded row (node past the request's) sees only the prefix: its
+         * end is past. */
+        const int tid = fresh_tid(), c2 = 2 * (tid & 3);
+        const int node = (b.m0 + softmax_row_of(tid)) / H;
+        const uint32_t word0 =
+            ((uint32_t)b.r * N_MAX + min(node, N_MAX - 1)) * W;
+        const int end = node < b.nn ? b.total : b.past;
 #pragma unroll
         for (int n = 0; n < NTN; ++n)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int pos = t * BN + 8 * n + c2 + e;
                 bool vis = pos < b.past;
-                if (!vis && pos < b.total && node < b.nn) {
+                if (!vis && pos < end) {
                     const int jj = pos - b.past;
-                    vis = (__ldg(mask_row + (jj >> 5)) >> (jj & 31)) & 1u;
+                    vis = (__ldg(anc + (word0 + (jj >> 5))) >> (jj & 31))
+                          & 1u;
                 }
                 if (!vis)
                     x[n][e] = kdt_neg_inf();
@@ -430,9 +485,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     float *l_s = (float *)(smem + L_OFF);
 
     const uint16_t *__restrict__ kv = p.kv_cache;
-    const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
-    const uint32_t *__restrict__ anc =
-        p.anc_mask + (int64_t)b.r * N_MAX * W;
+    const int32_t *__restrict__ bt = p.block_table;
+    const int64_t bt_row = (int64_t)b.r * p.max_pages;
+    const uint32_t *__restrict__ anc = p.anc_mask;
 
     /* Roles.  Group g (warps 4 g .. 4 g + 3) owns rows 32 g .. 32 g + 31.
      * For S warp q of it holds Q of all 32 rows over dims QDIMS q ..; its
@@ -444,8 +499,6 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     uint32_t qa[2][KSTEPS][4];
     load_q(qa, p, b, ring, tid, g, q, lane);
 
-    const int row = 32 * g + 16 * (q >> 1) + 8 * (q & 1) + (lane >> 2);
-    const int c2 = 2 * (lane & 3);
     /* the cache's scale joins the logits' (docs/contract.md §3); written
      * out, not through a helper taking p, which cost the wgmma body its
      * global stores' address space (other SASS) */
@@ -483,7 +536,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
      * octet's S in, the softmax, P out; the group's P barrier; PV.
      */
     if (t0 < t1)
-        load_kv_tile(ldst, ltok, lcol, t0, b.total, kv, bt);
+        load_kv_tile(ldst, ltok, lcol, t0, b.total, kv, bt, bt_row);
     kdt_cp_async_commit();
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0;
@@ -499,14 +552,14 @@ kdt_verify_attn(const kdt_verify_attn_params p)
             if (h == 0) {
                 if (t + 1 < t1)
                     load_kv_tile(ldst + ((it + 1) % NSTAGE) * STAGE_BYTES,
-                                 ltok, lcol, t + 1, b.total, kv, bt);
+                                 ltok, lcol, t + 1, b.total, kv, bt, bt_row);
                 kdt_cp_async_commit();
             }
         }
         named_bar(1 + g, 128);
         float x[NTN][2];
         gather_s(x, own, mybox, lane);
-        const float alpha = softmax_row(x, m_ref, l_part, t, b, anc, row, c2,
+        const float alpha = softmax_row(x, m_ref, l_part, t, b, anc,
                                         scale_log2);
         __syncwarp(); /* every lane has read its partials */
         publish_p(mybox, x, alpha, lane);
@@ -517,6 +570,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
 
     /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
     {
+        /* the softmax's row, from a fresh thread index: kept from the
+         * prelude, it held a register through the loop */
+        const int row = softmax_row_of(fresh_tid());
         float l = l_part;
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);

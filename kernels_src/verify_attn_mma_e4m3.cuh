@@ -29,11 +29,12 @@
  * through a bf16 stage that the 99 KB cannot hold beside four e4m3 ones
  * (or two, with the mailboxes) and that costs a second barrier a tile.
  * The f16 operands lose nothing against bf16's: each Q row is scaled by
- * a power of two that brings its max |q| into [2^14, 2^15) (q16_row_exp),
- * where f16 holds every bf16 value exactly down to 2^-31 of the row's
- * maximum (below that, within 2^-39 of it), and the logits' factor takes
- * the power back; P goes out scaled by 2^7 (at most 2^15 < 65504), so f16
- * keeps 11 significant bits of every weight down to 2^-21 (bf16 keeps 8).
+ * a power of two that brings its max |q| into [2^14, 2^15)
+ * (kdt_q16_row_exp, kdt_fp8.cuh), where f16 holds every bf16 value
+ * exactly down to 2^-31 of the row's maximum (below that, within 2^-39
+ * of it), and the logits' factor takes the power back; P goes out scaled
+ * by 2^7 (at most 2^15 < 65504), so f16 keeps 11 significant bits of
+ * every weight down to 2^-21 (bf16 keeps 8).
  * The registers are bf16's: Q 72, O^T 128.
  *
  * MATH = e4m3 (mode b): each Q row quantized with its own scale (448 /
@@ -69,25 +70,6 @@ static_assert(KDT_OFFSETOF(kdt_attn_mma_kv8_smem, ring) == 0 &&
               "the ring first (Q is read at its offsets), then the boxes");
 static_assert(4 * NCOL + 2 * 32 == D_QK && QDIMS == 9 * 16,
               "mode b: 4 x 128 c_kv dims and two k32 steps of k_pe");
-
-/* Mode a's Q: the exponent k of the power of two 2^k that brings a row's
- * max |q| (amax) into [2^14, 2^15): amax is in [2^(e - 127), 2^(e - 126))
- * for its biased exponent e.  At most 126 (a row of zeros, or one whose
- * maximum is below 2^-112, gets 2^126), at least -114 (infinity, NaN), so
- * 2^k and 2^-k are normal f32. */
-static __device__ __forceinline__ int
-q16_row_exp(float amax)
-{
-    const int e = (int)((__float_as_uint(amax) >> 23) & 0xffu);
-    return min(141 - e, 126);
-}
-
-/* 2^k for k in [-126, 127]. */
-static __device__ __forceinline__ float
-pow2f(int k)
-{
-    return __uint_as_float((uint32_t)(127 + k) << 23);
-}
 
 /* Dims d .. d + 3 of a staged bf16 Q row, as four f32. */
 static __device__ __forceinline__ void
@@ -126,7 +108,7 @@ q_row_scale(float amax)
     if constexpr (MATH_E4M3)
         return kdt_e4m3_quant_scale(amax);
     else
-        return pow2f(q16_row_exp(amax));
+        return kdt_pow2f(kdt_q16_row_exp(amax));
 }
 
 static __device__ __forceinline__ float
@@ -135,7 +117,7 @@ q_row_logit_factor(float amax)
     if constexpr (MATH_E4M3)
         return kdt_e4m3_dequant_scale(amax);
     else
-        return pow2f(-q16_row_exp(amax));
+        return kdt_pow2f(-kdt_q16_row_exp(amax));
 }
 
 /* Phase 1 (e4m3 cache): the bf16 Q tile through the ring (stage_q), each
@@ -158,15 +140,9 @@ load_q8(uint32_t (&qa)[2][QSTEPS][4], float &row_fac,
             (const uint4 *)(smem + r * ROW_BYTES + part * QDIMS * 2);
         uint32_t m = 0;
 #pragma unroll 6
-        for (int i = 0; i < QDIMS * 2 / 16; ++i) {
-            const uint4 v = src[i];
-            m = kdt_bf16x2_absmax_bits(m, v.x);
-            m = kdt_bf16x2_absmax_bits(m, v.y);
-            m = kdt_bf16x2_absmax_bits(m, v.z);
-            m = kdt_bf16x2_absmax_bits(m, v.w);
-        }
-        m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        for (int i = 0; i < QDIMS * 2 / 16; ++i)
+            m = kdt_bf16x8_absmax_bits(m, src[i]);
+        m = kdt_quad_max(m);
         if (part == 0)
             l_s[r] = __uint_as_float(m << 16);
     }
@@ -368,14 +344,14 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
     float *l_s = (float *)(smem + L_OFF8);
     /* the cache's bytes (kdt_params.h types the pointer as bf16's) */
     const uint8_t *__restrict__ kv = (const uint8_t *)p.kv_cache;
-    const int32_t *__restrict__ bt = p.block_table + (int64_t)b.r * p.max_pages;
-    const uint32_t *__restrict__ anc =
-        p.anc_mask + (int64_t)b.r * N_MAX * W;
+    const int32_t *__restrict__ bt = p.block_table;
+    const int64_t bt_row = (int64_t)b.r * p.max_pages;
+    const uint32_t *__restrict__ anc = p.anc_mask;
 
     const int g = warp >> 2, q = warp & 3;
     unsigned char *gbox = smem + BOX_OFF8 + 4 * g * BOX;
     unsigned char *mybox = gbox + q * BOX;
-    const int row = 32 * g + 16 * (q >> 1) + 8 * (q & 1) + (lane >> 2);
+    const int row = softmax_row_of(tid);
     const int c2 = 2 * (lane & 3);
     const float scale_log2 = p.scale * p.kv_scale * KDT_LOG2E;
     uint32_t qa[2][QSTEPS][4];
@@ -408,14 +384,12 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
     const uint32_t v_lane = MATH_E4M3 ? lane * ROW8 + NCOL * q
                                       : lpair * ROW8 + 16 * (lane >> 4)
                                             + NCOL * q;
-    const int ltok = tid / TPT, lcol = tid % TPT;
-    const uint32_t ldst = ring + ltok * ROW8 + lcol * 16;
 
 #pragma unroll
     for (int i = 0; i < AHEAD8; ++i) {
         if (t0 + i < t1)
-            load_kv_tile(ldst + i * STAGE8, ltok, lcol, t0 + i, b.total, kv,
-                         bt);
+            load_kv_tile_at<ROW8>(ring + i * STAGE8, t0 + i, b.total, kv,
+                                  bt, bt_row);
         kdt_cp_async_commit();
     }
     for (int t = t0; t < t1; ++t) {
@@ -438,8 +412,9 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
             scatter_s(own[h], s, gbox, q, h, lane);
             if (h == 0) {
                 if (t + AHEAD8 < t1)
-                    load_kv_tile(ldst + ((it + AHEAD8) % NSTAGE8) * STAGE8,
-                                 ltok, lcol, t + AHEAD8, b.total, kv, bt);
+                    load_kv_tile_at<ROW8>(
+                        ring + ((it + AHEAD8) % NSTAGE8) * STAGE8, t + AHEAD8,
+                        b.total, kv, bt, bt_row);
                 kdt_cp_async_commit();
             }
         }
@@ -447,7 +422,7 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
         float x[NTN][2];
         gather_s(x, own, mybox, lane);
         const float alpha = softmax_row<MATH_E4M3 ? 0 : P16_SHIFT>(
-            x, m_ref, l_part, t, b, anc, row, c2, row_fac);
+            x, m_ref, l_part, t, b, anc, row_fac);
         __syncwarp(); /* every lane has read its partials */
         if constexpr (MATH_E4M3) {
             const uint2 pw = publish_p8(mybox, x, alpha, lane);

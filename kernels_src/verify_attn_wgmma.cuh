@@ -26,15 +26,16 @@
  *    WG0 computes them.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
  *    stage; the block-table entries a tile before that; an e4m3 cache
- *    through registers, widened to bf16 on the way: kv8_store), then
+ *    through registers, widened to f16 on the way: kv8_store), then
  *    O[:, 256:512] += P V as each half of P is published, publishing the
  *    next tile while that PV runs (so WG0's S of it queues behind the
  *    PV).
  * Phases: tail_words_load (WG0: the tail tiles' mask words, before any
- * cp.async), load_q_and_first_tile; then the KV loop, one function a
- * warpgroup: wg0_softmax_loop (tail_bits_pack, then per tile qk_issue
- * (S), mask_tail (from registers), softmax_max and, a half of P at a
- * time, softmax_p_half and pv_issue, then pv_finish) beside
+ * cp.async), load_q_and_first_tile (and q_to_f16 over an e4m3 cache);
+ * then the KV loop, one function a warpgroup: wg0_softmax_loop
+ * (tail_bits_pack, then per tile qk_issue (S), mask_tail (from
+ * registers), softmax_max and, a half of P at a time, softmax_p_half
+ * and pv_issue, then pv_finish) beside
  * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, or kv8_page /
  * kv8_fetch / kv8_store for an e4m3 cache, pv_issue of each half /
  * pv_finish); then the epilogue (row sums, LSE, normalised O:
@@ -49,8 +50,9 @@
  * of ideas tried.
  *
  * Shared memory, a kdt_attn_wg_smem (kdt_attn_tiles.h) from one
- * 1024-byte-aligned base: Q 64 x 576 bf16, two KV stages of 64 x 576
- * (after the loop, the epilogue's O), P 64 x 64, alpha[64], l[64].  Every
+ * 1024-byte-aligned base: Q 64 x 576 bf16 (f16 over an e4m3 cache, as
+ * are the stages and P), two KV stages of 64 x 576 (after the loop, the
+ * epilogue's O), P 64 x 64, alpha[64], l[64], q_unscale[64].  Every
  * operand tile is stored as wgmma's 128-byte-swizzled K-major layout: the
  * 576 columns in nine 64-column blocks, each [rows][128 B], the 16-byte
  * piece c of row r at piece c ^ (r % 8).  The same bytes serve V as an
@@ -58,7 +60,11 @@
  * entries).
  *
  * Its PTX (barriers, fences, wgmma and its descriptors, the cluster's
- * operations) is the part verify_attn_wgmma_ptx.cuh.
+ * operations) is the part verify_attn_wgmma_ptx.cuh.  The FP8
+ * arithmetic (MATH = e4m3) keeps this loop and its barriers with e4m3
+ * operands throughout (Q quantized, the tiles' own bytes, a V^T stage
+ * that WG1 writes, P in e4m3, the row sums one more wgmma): its phases
+ * are the part verify_attn_wgmma_e4m3.cuh.
  */
 
 constexpr int BM = KDT_ATTN_WG_BM;
@@ -80,9 +86,6 @@ constexpr int L_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, l);
 constexpr int SMEM_BYTES = KDT_ATTN_WG_SMEM;
 constexpr int VCOLS = D_V / 2;                /* O columns per warpgroup */
 
-static_assert(!MATH_E4M3, "this body's arithmetic is bf16 (an e4m3 cache "
-                           "is widened to it); MATH=e4m3 is not built for "
-                           "sm_90a");
 static_assert(BLK_BYTES == KDT_ATTN_WG_V_LBO && Q_BLK_BYTES == BM * 128,
               "a 64-column block is [rows][128 B]");
 static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
@@ -98,6 +101,11 @@ constexpr int BAR_PEMPTY = 7;                 /* WG1's PV done with P */
 /* P leaves WG0 in two halves of PHALF tokens, so that both warpgroups'
  * PV of the first half runs while WG0 computes the second */
 constexpr int PHALF = BN / 2;
+constexpr int QUNSCALE_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, q_unscale);
+/* Over an e4m3 cache P goes to f16 times 2^P_SHIFT (docs/contract.md §3:
+ * at most 2^15, 11 significant bits a weight down to 2^-21); the row sums
+ * carry the same factor, and the LSE takes it back. */
+constexpr int P_SHIFT = KV_E4M3 && !MATH_E4M3 ? 7 : 0;
 
 #include "verify_attn_wgmma_ptx.cuh"
 #include "kdt_fp8.cuh"
@@ -151,10 +159,14 @@ load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
 
 /*
  * An e4m3 cache under bf16 arithmetic (KV_E4M3, docs/contract.md §3):
- * the stages, S and P V stay bf16, and WG1 widens each tile into its
- * stage.  It reads the tile's e4m3 bytes (36,864, half a bf16 tile's)
- * with plain loads into its registers (kv8_fetch) and, once the stage
- * is free, widens them there (kv8_store: e4m3 -> bf16 exactly,
+ * the stages hold 16-bit tiles as for a bf16 cache, but f16 ones, and so
+ * do Q (q_to_f16: each row times a power of two) and P (times 2^P_SHIFT):
+ * e4m3 widens to f16 exactly in one cvt for two elements, where bf16
+ * takes four integer operations more, 3.5 instructions an element in
+ * all, on WG1's path to publishing each tile.  WG1 widens each tile into
+ * its stage.  It reads the tile's e4m3 bytes (36,864, half a bf16
+ * tile's) with plain loads into its registers (kv8_fetch) and, once the
+ * stage is free, widens them there (kv8_store: e4m3 -> f16 exactly,
  * kdt_fp8.cuh; st.shared into the 128-byte-swizzled layout).  Why
  * registers and not cp.async into shared memory: Q and the two bf16
  * stages leave 1.5 KB of Hopper's 227 KB, no room to stage the bytes,
@@ -211,8 +223,8 @@ kv8_fetch(uint4 (&v)[KV8_PIECES], int page, int t, int j,
                          : make_uint4(0, 0, 0, 0);
 }
 
-/* kv8_fetch's pieces of half j, widened to bf16, into the stage at
- * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of bf16, adjacent
+/* kv8_fetch's pieces of half j, widened to f16, into the stage at
+ * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of f16, adjacent
  * columns. */
 static __device__ __forceinline__ void
 kv8_store(uint32_t dst, const uint4 (&v)[KV8_PIECES], int j, int wtid)
@@ -223,12 +235,12 @@ kv8_store(uint32_t dst, const uint4 (&v)[KV8_PIECES], int j, int wtid)
 #pragma unroll
     for (int k = 0; k < KV8_PIECES; ++k) {
         uint32_t b[8];
-        kdt_e4m3x4_to_bf16x4(b[0], b[1], v[k].x);
-        kdt_e4m3x4_to_bf16x4(b[2], b[3], v[k].y);
+        kdt_e4m3x4_to_f16x4(b[0], b[1], v[k].x);
+        kdt_e4m3x4_to_f16x4(b[2], b[3], v[k].y);
         st_shared_v4(row + k * BLK_BYTES + (((2 * part) ^ (tok & 7)) << 4),
                      b[0], b[1], b[2], b[3]);
-        kdt_e4m3x4_to_bf16x4(b[4], b[5], v[k].z);
-        kdt_e4m3x4_to_bf16x4(b[6], b[7], v[k].w);
+        kdt_e4m3x4_to_f16x4(b[4], b[5], v[k].z);
+        kdt_e4m3x4_to_f16x4(b[6], b[7], v[k].w);
         st_shared_v4(row + k * BLK_BYTES
                          + (((2 * part + 1) ^ (tok & 7)) << 4),
                      b[4], b[5], b[6], b[7]);
@@ -350,12 +362,12 @@ tail_bits_pack(uint32_t (&bits)[TAIL_TILES],
     }
 }
 
-/* A tail tile: S scaled to log2 units, and -inf where this thread's rows
- * may not look (`bits`, this tile's word of tail_bits_pack): positions at
- * or past past_len that are not the row's ancestors (or itself), and
- * positions past the KV's end. */
+/* A tail tile: S scaled to log2 units (row h by scale_log2[h]), and -inf
+ * where this thread's rows may not look (`bits`, this tile's word of
+ * tail_bits_pack): positions at or past past_len that are not the row's
+ * ancestors (or itself), and positions past the KV's end. */
 static __device__ __forceinline__ void
-mask_tail(float (&s)[32], uint32_t bits, float scale_log2)
+mask_tail(float (&s)[32], uint32_t bits, const float (&scale_log2)[2])
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -364,7 +376,7 @@ mask_tail(float (&s)[32], uint32_t bits, float scale_log2)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float &x = s[4 * j + 2 * h + e];
-                x = (bits >> (16 * h + 2 * j + e)) & 1u ? x * scale_log2
+                x = (bits >> (16 * h + 2 * j + e)) & 1u ? x * scale_log2[h]
                                                         : kdt_neg_inf();
             }
 }
@@ -388,25 +400,72 @@ rescale(float (&o)[128], float a0, float a1)
         }
 }
 
+/* Phase 1b, over an e4m3 cache: the landed Q tile, in place, as f16, each
+ * row times the power of two 2^k that brings its max |q| into
+ * [2^14, 2^15) (kdt_q16_row_exp), and 2^-k, which its logits are
+ * multiplied by, into q_unscale.  Four threads a row, 18 of its 72
+ * pieces each; two passes over shared memory (the maximum, then the
+ * conversion) rather than 72 registers a thread.  Once a block. */
+static __device__ __forceinline__ void
+q_to_f16(unsigned char *smem, int tid)
+{
+    static_assert(NTHREADS == 4 * BM && CHUNKS % 4 == 0,
+                  "four threads a Q row, a quarter of its pieces each");
+    constexpr int NPC = CHUNKS / 4;
+    const int row = tid >> 2, c0 = (tid & 3) * NPC;
+    uint32_t mbits = 0;
+#pragma unroll 6
+    for (int c = c0; c < c0 + NPC; ++c)
+        mbits = kdt_bf16x8_absmax_bits(
+            mbits, *(const uint4 *)(smem + Q_OFF + sw_piece(BM, row, c)));
+    mbits = kdt_quad_max(mbits);
+    const int k = kdt_q16_row_exp(__uint_as_float(mbits << 16));
+    const float s = kdt_pow2f(k);
+    if ((tid & 3) == 0)
+        ((float *)(smem + QUNSCALE_OFF))[row] = kdt_pow2f(-k);
+#pragma unroll 6
+    for (int c = c0; c < c0 + NPC; ++c) {
+        uint4 *piece = (uint4 *)(smem + Q_OFF + sw_piece(BM, row, c));
+        uint4 w = *piece;
+        uint32_t *x = &w.x;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            x[i] = kdt_pack_f16x2(__uint_as_float(x[i] << 16) * s,
+                                  __uint_as_float(x[i] & 0xffff0000u) * s);
+        *piece = w;
+    }
+}
+
+#include "verify_attn_wgmma_e4m3.cuh"
+
 /* Phase 1: the Q tile (all threads) and the first KV tile (WG1; from an
  * e4m3 cache widened, kv8_store) into shared memory; padding rows of Q
- * and tokens past the KV's end are zero-filled. */
+ * and tokens past the KV's end are zero-filled; over an e4m3 cache, Q
+ * then goes to f16 (q_to_f16).  Under MATH = e4m3 the bf16 Q tile lands
+ * in the second stage and goes to e4m3 (q_to_e4m3), the first tile's
+ * bytes land as they are and WG1 writes their V^T (kv8_transpose), and
+ * WG0 writes the row sums' ones. */
 static __device__ __forceinline__ void
 load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
-                      uint32_t sq, uint32_t sk, int tid, int wg, int wtid,
-                      const uint16_t *__restrict__ kv,
+                      unsigned char *smem, uint32_t sq, uint32_t sk, int tid,
+                      int wg, int wtid, const uint16_t *__restrict__ kv,
                       const int32_t *__restrict__ bt)
 {
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
+    const uint32_t qdst = MATH_E4M3 ? sk + TILE_BYTES : sq;
     for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
         const int row = i / CHUNKS, c = i - row * CHUNKS;
         const bool ok = b.m0 + row < b.valid_rows;
-        kdt_cp_async16(sq + sw_piece(BM, row, c),
+        kdt_cp_async16(qdst + sw_piece(BM, row, c),
                        ok ? q + (int64_t)row * D_QK + c * 8 : q,
                        ok ? 16 : 0);
     }
     if (wg == 1 && b.t0 < b.t1) {
-        if constexpr (KV_E4M3) {
+        if constexpr (MATH_E4M3) {
+            int page[KV8B_PAGES];
+            kv8b_pages(page, wtid, b.t0, b.total, bt);
+            kv8b_load_tile(sk, page, b.t0, (const uint8_t *)kv, wtid);
+        } else if constexpr (KV_E4M3) {
             uint4 v[KV8_PIECES];
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
@@ -422,6 +481,17 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     }
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
+    if constexpr (MATH_E4M3) {
+        if (wg == 1 && b.t0 < b.t1)
+            kv8_transpose(sk, smem + K_OFF, wtid);
+        if (wg == 0)
+            ((uint32_t *)(smem + ONES_OFF))[wtid] = E4M3_ONES;
+        __syncthreads(); /* every thread's Q pieces have landed */
+        q_to_e4m3(smem, tid);
+    } else if constexpr (KV_E4M3) {
+        __syncthreads(); /* every thread's Q pieces have landed */
+        q_to_f16(smem, tid);
+    }
     proxy_fence();
     __syncthreads();
 }
@@ -434,7 +504,7 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
 static __device__ __forceinline__ void
 softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
             float (&l_part)[2], float (&mu)[2], bool tail, bool neg,
-            float abs_scale)
+            const float (&abs_scale)[2])
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -461,7 +531,7 @@ softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
                     m = fmaxf(m, fmaxf(s[4 * j + 2 * h],
                                        s[4 * j + 2 * h + 1]));
             }
-            mx = m * abs_scale;
+            mx = m * abs_scale[h];
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -473,19 +543,22 @@ softmax_max(const float (&s)[32], float (&alpha)[2], float (&m_ref)[2],
         }
         /* m_ref = -inf: every x so far is -inf, p = 0 (not NaN) */
         mu[h] = m_ref[h] == kdt_neg_inf() ? 0.f : m_ref[h];
+        if constexpr (P_SHIFT != 0)
+            mu[h] -= (float)P_SHIFT; /* p times 2^P_SHIFT */
     }
 }
 
 /* softmax_p_half: half `half` of the tile's P (tokens PHALF half ..),
- * p = 2^(x x_scale - mu), into the row sums and, packed to bf16 pairs
+ * p = 2^(x x_scale[h] - mu[h]), into the row sums and, packed to bf16
+ * pairs (f16 over an e4m3 cache)
  * (pk[h][jj]: the fragment of 8x8 matrix (h, j + jj) of the warp's
  * 16 x 64 P), into the swizzled K-major P tile at `prow` (piece j of row
  * r at piece j ^ (r % 8)), four matrices a stmatrix.  x_scale is 1 on a
  * tail tile (mask_tail scaled it), scale_log2 otherwise. */
 static __device__ __forceinline__ void
 softmax_p_half(const float (&s)[32], const float (&mu)[2],
-               float (&l_part)[2], float x_scale, uint32_t prow, int mi,
-               int l7, int half)
+               float (&l_part)[2], const float (&x_scale)[2], uint32_t prow,
+               int mi, int l7, int half)
 {
 #pragma unroll
     for (int j = PHALF / 8 * half; j < PHALF / 8 * (half + 1); j += 2) {
@@ -495,10 +568,11 @@ softmax_p_half(const float (&s)[32], const float (&mu)[2],
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
                 const float *x = &s[4 * (j + jj) + 2 * h];
-                const float p0 = kdt_exp2(fmaf(x[0], x_scale, -mu[h]));
-                const float p1 = kdt_exp2(fmaf(x[1], x_scale, -mu[h]));
+                const float p0 = kdt_exp2(fmaf(x[0], x_scale[h], -mu[h]));
+                const float p1 = kdt_exp2(fmaf(x[1], x_scale[h], -mu[h]));
                 l_part[h] += p0 + p1;
-                pk[h][jj] = kdt_pack_bf16x2(p0, p1);
+                pk[h][jj] = KV_E4M3 ? kdt_pack_f16x2(p0, p1)
+                                    : kdt_pack_bf16x2(p0, p1);
             }
         kdt_stmatrix_x4(prow + (((j + (mi >> 1)) ^ l7) << 4),
                         pk[0][0], pk[1][0], pk[0][1], pk[1][1]);
@@ -565,27 +639,38 @@ regs_copy(float (&dst)[N], const float (&src)[N])
  * for. */
 static __device__ __forceinline__ void
 wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
-                 float (&l_part_io)[2],
+                 float (&l_part_io)[2], float (&l4_io)[4],
                  const uint32_t (&mask_words)[MASK_ROWS][TAIL_WORDS],
                  const kdt_verify_attn_params &p, const va_block &b,
-                 uint64_t dq, uint64_t dk0, uint64_t dp, uint64_t dv0,
-                 uint32_t sp, uint32_t vcol, float *alpha_s, int r0, int c2,
-                 int wwarp, int lane)
+                 const unsigned char *smem, uint64_t dq, uint64_t dk0,
+                 uint64_t dp, uint64_t dv0, uint64_t dones, uint32_t sp,
+                 uint32_t vcol, float *alpha_s, int r0, int c2, int wwarp,
+                 int lane)
 {
     const int past = b.past, t0 = b.t0, t1 = b.t1;
-    float o[128], m_ref[2], l_part[2];
+    float o[128], m_ref[2], l_part[2], l4[4];
     regs_copy(o, o_io);
     regs_copy(m_ref, m_ref_io);
     regs_copy(l_part, l_part_io);
+    if constexpr (MATH_E4M3)
+        regs_copy(l4, l4_io);
     /* the cache's scale joins the logits' (docs/contract.md §3); written
      * out, not through a helper taking p, which cost the wgmma body its
      * global stores' address space (other SASS) */
     const float scale_log2 =
         (KV_E4M3 ? p.scale * p.kv_scale : p.scale) * KDT_LOG2E;
-    /* x = s * scale_log2; its row maximum is scale_log2 times the
+    /* row h's: over an e4m3 cache, times 2^-k of its f16 Q row (q_to_f16;
+     * a power of two, so the product is exact) */
+    float row_scale[2] = {scale_log2, scale_log2};
+    if constexpr (KV_E4M3) {
+        const float *qu = (const float *)(smem + QUNSCALE_OFF);
+        row_scale[0] *= qu[r0];
+        row_scale[1] *= qu[r0 + 8];
+    }
+    /* x = s * row_scale; its row maximum is row_scale times the
      * maximum of s, or of -s when the scale is negative */
     const bool neg = scale_log2 < 0.f;
-    const float abs_scale = fabsf(scale_log2);
+    const float abs_scale[2] = {fabsf(row_scale[0]), fabsf(row_scale[1])};
     /* stmatrix lane addresses of P: lane L gives row L % 8 of matrix
      * L / 8 = (row half h = (L/8) % 2, piece pair offset (L/8) / 2) */
     const int mi = lane >> 3, l7 = lane & 7;
@@ -601,7 +686,10 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         if (it > 0)
             bar_sync(BAR_KFULL + st);
         wg_fence();
-        qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
+        if constexpr (MATH_E4M3)
+            qk8_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
+        else
+            qk_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
         wg_commit();
         wg_wait<0>();
         pin(s);
@@ -612,7 +700,7 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
             bar_sync(BAR_PEMPTY);
         const bool tail = (t + 1) * BN > past;
         if (tail) { /* this tile's word, then the next one's down */
-            mask_tail(s, tail_bits[0], scale_log2);
+            mask_tail(s, tail_bits[0], row_scale);
 #pragma unroll
             for (int k = 0; k + 1 < TAIL_TILES; ++k)
                 tail_bits[k] = tail_bits[k + 1];
@@ -623,16 +711,27 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
             alpha_s[r0] = alpha[0];
             alpha_s[r0 + 8] = alpha[1];
         }
-        const float x_scale = tail ? 1.f : scale_log2;
+        const float x_scale[2] = {tail ? 1.f : row_scale[0],
+                                  tail ? 1.f : row_scale[1]};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
+            if constexpr (MATH_E4M3)
+                softmax_p8_half(s, mu, x_scale, sp, r0, lane & 3, half);
+            else
+                softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
             proxy_fence();
             bar_arrive(BAR_PFULL + half);
-            pv_issue(o, alpha[0], alpha[1], dp, dv0, st * TILE_BYTES + vcol,
-                     half);
+            if constexpr (MATH_E4M3)
+                pv8_issue<true>(o, l4, alpha[0], alpha[1], dp, dv0, dones,
+                                st * TILE_BYTES + vcol, half);
+            else
+                pv_issue(o, alpha[0], alpha[1], dp, dv0,
+                         st * TILE_BYTES + vcol, half);
         }
-        pv_finish(o);
+        if constexpr (MATH_E4M3)
+            pv8_finish<true>(o, l4);
+        else
+            pv_finish(o);
         bar_arrive(BAR_KEMPTY + st);
     }
     if (t1 > t0)
@@ -640,6 +739,57 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
     regs_copy(o_io, o);
     regs_copy(m_ref_io, m_ref);
     regs_copy(l_part_io, l_part);
+    if constexpr (MATH_E4M3)
+        regs_copy(l4_io, l4);
+}
+
+/* Phase 2, WG1's side of the KV loop under MATH = e4m3, the loop below
+ * (wg1_load_pv_loop) with e4m3 tiles: tile t+1's bytes by cp.async into
+ * the stage WG0 handed back, published (BAR_KFULL) as soon as they have
+ * landed, while the first half's PV runs; then this thread's share of
+ * its V^T (kv8_transpose, from the pieces it copied), fenced before the
+ * arrive on BAR_PEMPTY, which WG0 waits for before its PV of tile t+1,
+ * and the PV of the second half. */
+static __device__ __forceinline__ void
+wg1_load_pv8_loop(float (&o)[128], const va_block &b,
+                  const uint8_t *__restrict__ kv,
+                  const int32_t *__restrict__ bt, uint64_t dp, uint64_t dv0,
+                  uint32_t sk, const unsigned char *smem_k, uint32_t vcol,
+                  const float *alpha_s, int r0, int wtid)
+{
+    const int total = b.total, t0 = b.t0, t1 = b.t1;
+    float no_rowsum[4];
+    int page[KV8B_PAGES]; /* of tile t+1 */
+    kv8b_pages(page, wtid, t0 + 1, total, bt);
+    for (int t = t0; t < t1; ++t) {
+        const int it = t - t0, st = it & 1, nb = st ^ 1;
+        const uint32_t next = sk + nb * TILE_BYTES;
+        /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
+        if (it > 0)
+            bar_sync(BAR_KEMPTY + nb);
+        if (t + 1 < t1)
+            kv8b_load_tile(next, page, t + 1, kv, wtid);
+        kdt_cp_async_commit();
+        kv8b_pages(page, wtid, t + 2, total, bt);
+
+        bar_sync(BAR_PFULL);
+        pv8_issue<false>(o, no_rowsum, alpha_s[r0], alpha_s[r0 + 8], dp,
+                         dv0, 0, st * TILE_BYTES + vcol, 0);
+        if (t + 1 < t1) {
+            kdt_cp_async_wait<0>();
+            proxy_fence();
+            bar_arrive(BAR_KFULL + nb);
+            kv8_transpose(next, smem_k + nb * TILE_BYTES, wtid);
+            proxy_fence();
+        }
+        bar_sync(BAR_PFULL + 1);
+        pv8_issue<false>(o, no_rowsum, 1.f, 1.f, dp, dv0, 0,
+                         st * TILE_BYTES + vcol, 1);
+        pv8_finish<false>(o, no_rowsum);
+        bar_arrive(BAR_PEMPTY);
+    }
+    if (t1 > t0)
+        bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
 }
 
 /* Phase 2, WG1's side of the KV loop.  Per tile t: tile t+1 into the
@@ -660,12 +810,18 @@ static __device__ __forceinline__ void
 wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
                  const uint16_t *__restrict__ kv,
                  const int32_t *__restrict__ bt, uint64_t dp, uint64_t dv0,
-                 uint32_t sk, uint32_t vcol, const float *alpha_s, int r0,
-                 int wtid)
+                 uint32_t sk, const unsigned char *smem_k, uint32_t vcol,
+                 const float *alpha_s, int r0, int wtid)
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
     float o[128];
     regs_copy(o, o_io);
+    if constexpr (MATH_E4M3) {
+        wg1_load_pv8_loop(o, b, (const uint8_t *)kv, bt, dp, dv0, sk,
+                          smem_k, vcol, alpha_s, r0, wtid);
+        regs_copy(o_io, o);
+        return;
+    }
     int64_t rows[BN / 16]; /* bf16: of tile t+1 */
     uint4 v[KV8_PIECES];   /* e4m3: the first, then the second half of t+1 */
     int page1, page2;      /* e4m3: t+1's second half, t+2's first */
@@ -869,7 +1025,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         tail_words_load(mask_words, b, p.anc_mask + (int64_t)b.r * N_MAX * W,
                         m0 + r0);
 
-    load_q_and_first_tile(p, b, sq, sk, tid, wg, wtid, kv, bt);
+    load_q_and_first_tile(p, b, smem, sq, sk, tid, wg, wtid, kv, bt);
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i)
@@ -877,21 +1033,31 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     /* WG0's softmax state of rows r0 and r0 + 8 (4 lanes share a row) */
     float m_ref[2] = {kdt_neg_inf(), kdt_neg_inf()};
     float l_part[2] = {0.f, 0.f};
-    /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile */
-    const uint32_t vcol = (uint32_t)(4 * wg * BLK_BYTES);
-    /* operand descriptors: Q, P, and stage 0 of the ring as K and as V */
-    const uint64_t dq = kmajor_desc(sq), dp = kmajor_desc(sp);
-    const uint64_t dk0 = kmajor_desc(sk), dv0 = vmajor_desc(sk);
+    float l4[4] = {0.f, 0.f, 0.f, 0.f}; /* MATH = e4m3: the row sums */
+    /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile
+     * (MATH = e4m3: V^T rows 256 wg ..) */
+    const uint32_t vcol =
+        (uint32_t)(MATH_E4M3 ? wg * VT_WG_BYTES : 4 * wg * BLK_BYTES);
+    /* operand descriptors: Q, P, and stage 0 of the ring as K and as V
+     * (MATH = e4m3: its V^T; and the row sums' ones) */
+    const uint64_t dq = kmajor_desc(sq);
+    const uint64_t dp = MATH_E4M3 ? sw64_desc(sp) : kmajor_desc(sp);
+    const uint64_t dk0 = kmajor_desc(sk);
+    const uint64_t dv0 =
+        MATH_E4M3 ? sw64_desc(sk + VT_OFF) : vmajor_desc(sk);
+    const uint64_t dones = sw64_desc(base + ONES_OFF);
 
     /* Phase 2, the KV loop, one function a warpgroup.  The wgmma below
      * sit on no branch but the loops' and this warpgroup choice: ptxas
      * serialises every wgmma of a kernel that has one on a path it cannot
      * prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0)
-        wg0_softmax_loop(o, m_ref, l_part, mask_words, p, b, dq, dk0, dp, dv0,
-                         sp, vcol, alpha_s, r0, c2, wwarp, lane);
+        wg0_softmax_loop(o, m_ref, l_part, l4, mask_words, p, b, smem, dq,
+                         dk0, dp, dv0, dones, sp, vcol, alpha_s, r0, c2,
+                         wwarp, lane);
     else
-        wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, vcol, alpha_s, r0, wtid);
+        wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, smem + K_OFF, vcol,
+                         alpha_s, r0, wtid);
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums (WG0), LSE, normalised O ---- */
@@ -899,10 +1065,16 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     if (wg == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float l = l_part[h];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            lse2[h] = va_lse2(m_ref[h], l);
+            float l;
+            if constexpr (MATH_E4M3) {
+                l = l4[2 * h]; /* the rounded weights' sum, every lane's */
+            } else {
+                l = l_part[h];
+                l += __shfl_xor_sync(0xffffffffu, l, 1);
+                l += __shfl_xor_sync(0xffffffffu, l, 2);
+            }
+            /* l, like O, is 2^P_SHIFT times the row's */
+            lse2[h] = va_lse2(m_ref[h] - (float)P_SHIFT, l);
             if ((lane & 3) == 0) {
                 l_s[r0 + 8 * h] = l;
                 if (!clustered)

@@ -226,3 +226,17 @@ attn(float *o, float *lse, double *stats, const uint16_t *q, int q_e4m3,
         free(c_all);
     }
 }
+
+void
+ref_qe4m3_bounds(double n, double s0, double *o_bound, double *lse_bound)
+{
+    const double s = s0 > 1.0 ? s0 : 1.0; /* >= 1 but for a padded row */
+    const double beta = 0x1p-4 + 0x1p-10 * n / s;
+    *o_bound = beta < 0.5 ? 2 * beta / (1 - beta) : 2.0;
+    if (beta < 1) {
+        *lse_bound = beta / (1 - beta);
+    } else {
+        const double up = log1p(beta), down = log(s / (1 - 0x1p-4 - 0x1p-10));
+        *lse_bound = up > down ? up : down;
+    }
+}

@@ -60,6 +60,19 @@ void ref_verify_attn_qe4m3(float *o, float *lse, double *stats,
                            const uint32_t *anc_mask, int R, int H, int n_max,
                            int page, int max_pages, float scale);
 
+/* The worst-case bounds of MATH = e4m3's weight rounding
+ * (docs/contract.md §3) for a row with n visible positions and S0 (its
+ * stats from ref_verify_attn_qe4m3): |o - o_q| <= max|v| * *o_bound and
+ * |lse - lse_q| <= *lse_bound.  beta = 2^-4 + 2^-10 n / S0; below 1/2,
+ * 2 beta / (1 - beta) and beta / (1 - beta); past that the weights'
+ * bound says less than o being a convex combination of V rows (|o - o_q|
+ * <= 2 max|v|), and past 1 the sum's bound says nothing of its lower
+ * side, which the rounded maximum weight (at least 1, the kernel's
+ * weights being 2^(x - m) with m at most the row's maximum) then bounds:
+ * S' >= (1 - 2^-4 - 2^-10) S / S0. */
+void ref_qe4m3_bounds(double n, double s0, double *o_bound,
+                      double *lse_bound);
+
 /* A random tree of n nodes (parent[i] < i, root 0) drawn with `*seed`,
  * written as build_ddtree's anc_mask rows [n_max][W]: rows past n get their
  * own bit only.  parent may be NULL. */

@@ -9,8 +9,8 @@
  *  - the split rule and workspace size on a runtime that only pretends to
  *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
  *    function of the shape and the device, the unsplit case needing none;
- *  - the same shapes over an e4m3 cache for sm_90a (the wgmma body,
- *    MATH=bf16), and MATH=e4m3 refused there (that body computes in bf16).
+ *  - the same shapes over an e4m3 cache for sm_90a (the wgmma body),
+ *    both arithmetics, and MATH=e4m3 for compute_90a.
  * Exits 77 when NVRTC is missing (the workspace part still needs no GPU,
  * but the whole file is about this kernel's build, so it skips as one).
  */
@@ -229,34 +229,25 @@ START_TEST(size_fixes_target)
 }
 END_TEST
 
-/* The wgmma body over an e4m3 cache, MATH=bf16 (the cache widened on
- * chip), at every shape above. */
+/* The wgmma body over an e4m3 cache, both arithmetics (MATH=bf16: the
+ * cache widened on chip; MATH=e4m3: FP8 wgmma), at every shape above;
+ * and MATH=e4m3 as PTX for compute_90a. */
 START_TEST(compile_e4m3_wgmma)
 {
+    static const char *const kinds[] = {",KV=e4m3", ",KV=e4m3,MATH=e4m3"};
     char shape[96];
-    for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        snprintf(shape, sizeof shape, "%s,KV=e4m3", shapes[i]);
-        int cached = -1;
-        int st = kdtree_compile(&cached, "sm_90a", "verify_attn", shape);
-        ck_assert_msg(st == KDTREE_OK, "sm_90a verify_attn %s: %s: %s", shape,
-                      kdtree_status_name(st), kdtree_last_error());
-    }
-}
-END_TEST
-
-/* MATH=e4m3 is refused for sm_90a and compute_90a (the wgmma body
- * computes in bf16) before any compile, naming what to take instead. */
-START_TEST(math_e4m3_refused_sm90a)
-{
-    static const char *const a90[] = {"sm_90a", "compute_90a"};
-    for (int a = 0; a < 2; a++) {
-        int st = kdtree_compile(NULL, a90[a], "verify_attn",
-                                "H=8,PAGE=64,N_MAX=65,KV=e4m3,MATH=e4m3");
-        ck_assert_int_eq(st, KDTREE_ERROR_ARCH);
-        ck_assert_msg(strstr(kdtree_last_error(), "MATH=bf16") &&
-                          strstr(kdtree_last_error(), "sm_90"),
-                      "%s", kdtree_last_error());
-    }
+    for (int k = 0; k < 2; k++)
+        for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            snprintf(shape, sizeof shape, "%s%s", shapes[i], kinds[k]);
+            int cached = -1;
+            int st = kdtree_compile(&cached, "sm_90a", "verify_attn", shape);
+            ck_assert_msg(st == KDTREE_OK, "sm_90a verify_attn %s: %s: %s",
+                          shape, kdtree_status_name(st), kdtree_last_error());
+        }
+    int st = kdtree_compile(NULL, "compute_90a", "verify_attn",
+                            "H=8,PAGE=64,N_MAX=65,KV=e4m3,MATH=e4m3");
+    ck_assert_msg(st == KDTREE_OK, "compute_90a MATH=e4m3: %s: %s",
+                  kdtree_status_name(st), kdtree_last_error());
 }
 END_TEST
 
@@ -273,7 +264,6 @@ suite(void)
     tcase_add_test(tc, cluster_rule);
     tcase_add_test(tc, size_fixes_target);
     tcase_add_test(tc, compile_e4m3_wgmma);
-    tcase_add_test(tc, math_e4m3_refused_sm90a);
     suite_add_tcase(s, tc);
     return s;
 }

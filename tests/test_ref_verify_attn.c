@@ -405,6 +405,59 @@ START_TEST(e4m3_query_reference)
 }
 END_TEST
 
+/* The worst-case bounds of MATH = e4m3: the contract's expressions while
+ * beta < 1/2 (o) and beta < 1 (lse); past that, bounds that still hold.
+ * Checked on rows of one weight 1 (the maximum) and n - 1 weights w,
+ * every weight rounded by its largest error, each way: V is +max|v| where
+ * a weight grew and -max|v| where it shrank, the error the o bound must
+ * cover. */
+static void
+rounded_row(int n, double w, int up, double *o_err, double *lse_err)
+{
+    /* e = 2^-4 p + 2^-10 at most (contract §3), never below 0 */
+    double p1 = up ? 1 + 0x1p-4 + 0x1p-10 : 1 - 0x1p-4 - 0x1p-10;
+    double pw = up ? w + 0x1p-4 * w + 0x1p-10 : w - 0x1p-4 * w - 0x1p-10;
+    if (pw < 0)
+        pw = 0;
+    const double s = 1 + (n - 1) * w, s2 = p1 + (n - 1) * pw;
+    /* o with V = +1 at the maximum's position and -1 elsewhere: the
+     * rounding moves weight between the two signs */
+    const double o = (1 - (n - 1) * w) / s, o2 = (p1 - (n - 1) * pw) / s2;
+    *o_err = fabs(o2 - o);
+    *lse_err = fabs(log(s2) - log(s));
+}
+
+START_TEST(e4m3_bounds)
+{
+    double ob, lb;
+    /* small beta: the contract's expressions */
+    ref_qe4m3_bounds(64, 16, &ob, &lb);
+    const double beta = 0x1p-4 + 0x1p-10 * 4;
+    ck_assert(fabs(ob - 2 * beta / (1 - beta)) < 1e-15);
+    ck_assert(fabs(lb - beta / (1 - beta)) < 1e-15);
+    /* a long prefix with one weight dominating: beta far past 1, bounds
+     * finite and positive */
+    ref_qe4m3_bounds(4161, 1.5, &ob, &lb);
+    ck_assert(ob == 2.0);
+    ck_assert(lb > 0 && isfinite(lb));
+    static const int ns[] = {2, 65, 1000, 4161, 32833};
+    static const double ws[] = {0.0, 1e-6, 0x1p-12, 1e-3, 0.01, 0.5, 1.0};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof ws / sizeof *ws; b++)
+            for (int up = 0; up < 2; up++) {
+                const int n = ns[a];
+                const double w = ws[b], s0 = 1 + (n - 1) * w;
+                double oe, le;
+                rounded_row(n, w, up, &oe, &le);
+                ref_qe4m3_bounds(n, s0, &ob, &lb);
+                ck_assert_msg(oe <= ob * (1 + 1e-12) && le <= lb * (1 + 1e-12),
+                              "n=%d w=%g %s: |do| %g (bound %g), |dlse| %g "
+                              "(bound %g)", n, w, up ? "up" : "down", oe, ob,
+                              le, lb);
+            }
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -418,6 +471,7 @@ suite(void)
     tcase_add_test(tc, e4m3_cache);
     tcase_add_test(tc, e4m3_quantized_rows);
     tcase_add_test(tc, e4m3_query_reference);
+    tcase_add_test(tc, e4m3_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

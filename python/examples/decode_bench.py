@@ -365,6 +365,9 @@ def main():
                     help="the cache: bf16 (the library's; the torch "
                          "backend's is the model's dtype) or an FP8 e4m3 "
                          "one, scale 1 (SGLang's)")
+    ap.add_argument("--math", choices=("bf16", "e4m3"), default="bf16",
+                    help="verify_attn's arithmetic on the library backend "
+                         "(e4m3: FP8 tensor cores, with --kv e4m3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=sorted(DTYPES),
                     help="the model's (default: bf16, f32 with --smoke)")
@@ -372,6 +375,8 @@ def main():
                     help="a tiny CPU configuration (checks the script)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
+    if a.math == "e4m3" and a.kv != "e4m3":
+        ap.error("--math e4m3 reads an e4m3 cache: add --kv e4m3")
     a.cache = dict(kv_cache_dtype="e4m3") if a.kv == "e4m3" else {}
     if a.smoke:
         device, dtype, kw = torch.device("cpu"), torch.float32, SMOKE
@@ -398,23 +403,24 @@ def main():
                          dtype=str(dtype).replace("torch.", ""),
                          target="successor chain (decode.targets)"),
            "depth": a.depth, "topk": a.topk, "page": a.page, "kv": a.kv,
+           "math": a.math,
            "accept": a.accept, "tokens": a.tokens, "rounds": a.rounds,
            "rows": []}
     lib = None
+    if "library" in backends:
+        from kdtree_jit.decode import LibraryBackend
+        lib = LibraryBackend(math=a.math)
     for R in ints(a.requests):
         for past in ints(a.past):
             plain_us, bonus0, plain_off = bench_plain(
-                model, "library" if "library" in backends else
-                TorchBackend(), R, past, a.tokens, a, clock, succ)
+                model, lib or TorchBackend(), R, past, a.tokens, a, clock,
+                succ)
             print("R=%d past=%d plain: %.1f us a step, %.0f tokens/s, %d "
                   "tokens off the chain" % (R, past, plain_us,
                                             R / plain_us * 1e6, plain_off))
             for name in backends:
                 for budget in ints(a.budgets):
                     if name == "library":
-                        if lib is None:
-                            from kdtree_jit.decode import LibraryBackend
-                            lib = LibraryBackend()
                         be = lib
                     else:
                         be = TorchBackend()

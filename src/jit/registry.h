@@ -59,12 +59,6 @@ typedef struct kdt_kernel_def {
      * need a newer one than min_arch (verify_attn's e4m3 cache: sm_89);
      * NULL when min_arch is all there is. */
     int (*min_arch_of)(const int64_t *vals);
-    /* Why the constants `vals` cannot be built for the target sm_<arch>
-     * or compute_<arch> with `suffix` ('a', 'f' or '\0') although it is
-     * new enough (the body that target selects lacks what they ask for:
-     * verify_attn's MATH=e4m3 on sm_90a), or NULL; a NULL hook refuses
-     * nothing.  Checked with min_arch (jit/target.h). */
-    const char *(*refuse_target)(const int64_t *vals, int arch, char suffix);
 } kdt_kernel_def;
 
 /* The definitions, in kdt_kernel_id order (each from its kernel_*.c). */

@@ -15,8 +15,7 @@ kdt_target_check(const char *fn, int id, const int64_t *vals,
 {
     const kdt_kernel_def *d = kdt_kernel_def_get(id);
     int kind;
-    char sfx = '\0';
-    int n = target ? kdt_target_parse(target, &kind, &sfx) : -1;
+    int n = target ? kdt_target_parse(target, &kind, NULL) : -1;
     char shape[256];
 
     if (n < 0)
@@ -38,15 +37,6 @@ kdt_target_check(const char *fn, int id, const int64_t *vals,
                         "sm_%d or newer",
                         fn ? fn : "", fn ? ": " : "", d->name, shape, target,
                         need);
-    }
-    const char *why =
-        d && vals && d->refuse_target ? d->refuse_target(vals, n, sfx) : NULL;
-    if (why) {
-        kdt_shape_format(id, vals, shape, sizeof shape);
-        return kdt_fail(KDTREE_ERROR_ARCH,
-                        "%s%s%s with %s cannot be compiled for %s: %s",
-                        fn ? fn : "", fn ? ": " : "", d->name, shape, target,
-                        why);
     }
     return KDTREE_OK;
 }

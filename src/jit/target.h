@@ -9,8 +9,8 @@
 /* KDTREE_OK when kernel `id` with the constants `vals` can be compiled
  * for `target`, else KDTREE_ERROR_ARCH with the last error naming the
  * kernel, the target and the minimum (its registry definition's min_arch,
- * or what min_arch_of says for vals) or why the target cannot take vals
- * (refuse_target), or saying that `target` is no target name.  vals may
+ * or what min_arch_of says for vals), or saying that `target` is no
+ * target name.  vals may
  * be NULL: then only the kernel's own minimum is checked.  `fn` (may be
  * NULL) prefixes the message. */
 int kdt_target_check(const char *fn, int id, const int64_t *vals,

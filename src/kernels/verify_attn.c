@@ -40,6 +40,7 @@ static const char *const va_headers[] = {"kdt_params.h", "kdt_limits.h",
                                          "verify_attn_mma_e4m3.cuh",
                                          "verify_attn_wgmma.cuh",
                                          "verify_attn_wgmma_ptx.cuh",
+                                         "verify_attn_wgmma_e4m3.cuh",
                                          "kdt_mma.cuh", "kdt_fp8.cuh", NULL};
 static const char *const va_functions[] = {"kdt_verify_attn",
                                            "kdt_verify_attn_merge", NULL};
@@ -70,22 +71,6 @@ va_min_arch(const int64_t *vals)
     return vals[VA_KV] == KDTREE_KV_E4M3 ? 89 : 0;
 }
 
-/* sm_90a and compute_90a select the wgmma body (kdt_attn_tiles.h),
- * whose arithmetic is bf16 (an e4m3 cache is widened to it); e4m3
- * arithmetic is the mma.sync body's, which target sm_90 selects on the
- * same GPU. */
-static const char *
-va_refuse_target(const int64_t *vals, int arch, char suffix)
-{
-    if (arch == 90 && suffix == 'a' &&
-        vals[VA_MATH] == KDTREE_ATTN_MATH_E4M3)
-        return "the sm_90a body (wgmma) computes in bf16 only; take "
-               "MATH=bf16 (attn->math = KDTREE_ATTN_MATH_BF16) or build for "
-               "sm_90 (KDTREE_TARGET=sm_90, kdtree_runtime_create_for: the "
-               "mma.sync body)";
-    return NULL;
-}
-
 const kdt_kernel_def kdt_def_verify_attn = {
     .name = "verify_attn",
     .source = "verify_attn.cu",
@@ -111,7 +96,6 @@ const kdt_kernel_def kdt_def_verify_attn = {
     .default_shape = "H=8,PAGE=64,N_MAX=65",
     .min_arch = 80, /* bf16 mma, cp.async */
     .min_arch_of = va_min_arch,
-    .refuse_target = va_refuse_target,
 };
 
 /*

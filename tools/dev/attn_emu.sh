@@ -12,9 +12,10 @@
 # with the cache's scale after an @; the bodies of E4M3_BODIES (default
 # "mma wgmma": a body joins when it reads an e4m3 cache) run those,
 # the shapes of SHAPES_e4m3_<body> where it has its own (the wgmma body:
-# MATH=bf16 only, clusters, H up to 128 and N_MAX up to 1025, one at a
+# both arithmetics, clusters, H up to 128 and N_MAX up to 1025, one at a
 # time: the emulator runs all N_MAX x H rows' tiles of a request)
-# (E4M3_SHAPES, when set, replaces the shared list).
+# (E4M3_SHAPES, when set, replaces the shared list and the wgmma body's;
+# SHAPES, when set, replaces every list: e.g. SHAPES=8_16_17_e4m3_e4m3).
 #
 # Default kernel: kernels_src/verify_attn.cu with the headers beside it
 # (a KERNEL.cu elsewhere may bring its own .cuh and .h files; the rest
@@ -67,15 +68,15 @@ cases() {
     mma_2_16_33) echo "1:0.2:13:48/33 3:1.5:14:7/20,0/33";;
     *_8_16_17_e4m3_bf16) echo "1:0.0722:31:40/17 2:0.5:32:200/17,3/5@0.37 3:2.0:33:0/17,16/1,17/9@2.5 1:8.0:34:15/2 5:-0.3:35:300/3@0.5 1:4.0:36:300/9@2";;
     *_8_16_17_e4m3_e4m3) echo "1:0.0722:41:40/17 2:0.5:42:200/17,3/5@0.37 3:2.0:43:0/17,16/1,17/9@2.5 1:8.0:44:15/2 5:-0.3:45:300/3@0.5 1:4.0:46:300/9@2";;
-    wgmma_8_16_17_e4m3_bf16) echo "1:0.0722:61:40/17 2:0.5:62:200/17,3/5@0.37 3:2.0:63:0/17,16/1,17/9@2.5 -2:-0.7:64:300/17@0.5 -4:1.0:65:300/17,5/3@1.75 5:-0.3:66:300/3@0.5";;
-    wgmma_1_1_65_e4m3_bf16) echo "1:0.1:67:0/65,63/65,64/1@0.25 1:1.0:68:300/65@3 -3:0.5:69:230/64@1.5";;
-    wgmma_16_64_33_e4m3_bf16) echo "1:0.0722:70:64/33,127/1@2 -2:-0.3:71:200/33@0.6 3:0.3:72:5/20,0/0";;
-    wgmma_8_1_1_e4m3_bf16) echo "1:0.5:73:0/1,64/1,65/1@0.8 -2:0.5:74:130/1 -8:0.5:75:600/1@1.25";;
-    wgmma_64_16_5_e4m3_bf16) echo "1:0.05:76:30/3,0/5@0.7 -2:0.3:77:200/2@1.5";;
-    wgmma_128_1_1_e4m3_bf16) echo "1:0.05:78:70/1,5/1@1.25 -3:0.2:79:300/1@0.5";;
-    wgmma_1_64_513_e4m3_bf16) echo "1:0.1:80:100/513@0.5 2:0.3:81:0/300,190/129@2";;
-    wgmma_1_16_1025_e4m3_bf16) echo "-2:0.1:82:40/1025@0.75";;
-    wgmma_2_1_257_e4m3_bf16) echo "1:0.2:83:20/257,64/100@0.4";;
+    wgmma_8_16_17_e4m3_*) echo "1:0.0722:61:40/17 2:0.5:62:200/17,3/5@0.37 3:2.0:63:0/17,16/1,17/9@2.5 -2:-0.7:64:300/17@0.5 -4:1.0:65:300/17,5/3@1.75 5:-0.3:66:300/3@0.5";;
+    wgmma_1_1_65_e4m3_*) echo "1:0.1:67:0/65,63/65,64/1@0.25 1:1.0:68:300/65@3 -3:0.5:69:230/64@1.5";;
+    wgmma_16_64_33_e4m3_*) echo "1:0.0722:70:64/33,127/1@2 -2:-0.3:71:200/33@0.6 3:0.3:72:5/20,0/0";;
+    wgmma_8_1_1_e4m3_*) echo "1:0.5:73:0/1,64/1,65/1@0.8 -2:0.5:74:130/1 -8:0.5:75:600/1@1.25";;
+    wgmma_64_16_5_e4m3_*) echo "1:0.05:76:30/3,0/5@0.7 -2:0.3:77:200/2@1.5";;
+    wgmma_128_1_1_e4m3_*) echo "1:0.05:78:70/1,5/1@1.25 -3:0.2:79:300/1@0.5";;
+    wgmma_1_64_513_e4m3_*) echo "1:0.1:80:100/513@0.5 2:0.3:81:0/300,190/129@2";;
+    wgmma_1_16_1025_e4m3_*) echo "-2:0.1:82:40/1025@0.75";;
+    wgmma_2_1_257_e4m3_*) echo "1:0.2:83:20/257,64/100@0.4";;
     *_1_1_17_e4m3_bf16) echo "1:0.0722:36:33/17 3:1.0:37:0/1,1/2,63/17@0.25 2:4.0:38:100/17@3";;
     *_1_1_17_e4m3_e4m3) echo "1:0.0722:46:33/17 3:1.0:47:0/1,1/2,63/17@0.25 2:4.0:48:100/17@3";;
     *_3_16_5_e4m3_e4m3) echo "1:0.1:49:0/5,31/4,32/1@0.6 4:1.0:50:200/5";;
@@ -87,6 +88,7 @@ cases() {
     *_64_16_1_e4m3_*) echo "1:0.0722:70:200/1@0.9 2:-2.0:71:17/1";;
     *_16_64_65_e4m3_*) echo "1:0.0722:65:100/65,0/7@0.8";;
     *_8_1_65_e4m3_*) echo "1:0.1:69:33/65,1/20@1.2";;
+    *_8_64_65_e4m3_*) echo "1:4.0:90:1300/65,200/40@0.8";;
     *_1_16_257_e4m3_*) echo "1:0.0722:66:20/257@1.5 2:0.3:67:0/100";;
     *_1_64_513_e4m3_*) echo "1:0.0722:68:64/513@0.7";;
     wgmma_8_16_17) echo "1:0.0722:1:40/17 1:0.5:21:300/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 -2:-0.7:4:300/17 -4:1.0:5:300/17,5/3 5:0.3:6:100/3";;
@@ -106,23 +108,30 @@ SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3 1_1_17_e4m3_bf16
     128_1_1_e4m3_e4m3 64_16_1_e4m3_bf16 64_16_1_e4m3_e4m3
     16_64_65_e4m3_bf16 16_64_65_e4m3_e4m3 8_1_65_e4m3_bf16
     8_1_65_e4m3_e4m3 1_16_257_e4m3_bf16 1_16_257_e4m3_e4m3
-    1_64_513_e4m3_bf16 1_64_513_e4m3_e4m3"
+    1_64_513_e4m3_bf16 1_64_513_e4m3_e4m3 8_64_65_e4m3_e4m3"
 SHAPES_e4m3=${E4M3_SHAPES:-$SHAPES_e4m3}
 SHAPES_e4m3_wgmma="8_16_17_e4m3_bf16 1_1_65_e4m3_bf16 16_64_33_e4m3_bf16
     8_1_1_e4m3_bf16 64_16_5_e4m3_bf16 128_1_1_e4m3_bf16 1_64_513_e4m3_bf16
-    1_16_1025_e4m3_bf16 2_1_257_e4m3_bf16"
+    1_16_1025_e4m3_bf16 2_1_257_e4m3_bf16 8_16_17_e4m3_e4m3 1_1_65_e4m3_e4m3
+    16_64_33_e4m3_e4m3 8_1_1_e4m3_e4m3 64_16_5_e4m3_e4m3 128_1_1_e4m3_e4m3
+    1_64_513_e4m3_e4m3 1_16_1025_e4m3_e4m3 2_1_257_e4m3_e4m3 8_64_65_e4m3_e4m3"
+SHAPES_e4m3_wgmma=${E4M3_SHAPES:-$SHAPES_e4m3_wgmma}
 MODES_mma="lazy eager"
 MODES_wgmma="lazy,lazy eager,eager"
 if [ "${QUICK:-0}" = 1 ]; then
     SHAPES_mma="8_16_17 1_1_17" MODES_mma=lazy
     SHAPES_wgmma="8_16_17 1_1_65" MODES_wgmma=lazy,lazy
     SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3"
-    SHAPES_e4m3_wgmma="8_16_17_e4m3_bf16 1_1_65_e4m3_bf16"
+    SHAPES_e4m3_wgmma="8_16_17_e4m3_bf16 1_1_65_e4m3_bf16 8_16_17_e4m3_e4m3"
 fi
 E4M3_BODIES=${E4M3_BODIES:-mma wgmma}
 for body in $E4M3_BODIES; do
     eval "SHAPES_$body=\"\$SHAPES_$body \${SHAPES_e4m3_$body:-\$SHAPES_e4m3}\""
 done
+# SHAPES, when set, is every body's whole list (one shape to look at)
+if [ -n "${SHAPES:-}" ]; then
+    for body in $BODIES; do eval "SHAPES_$body=\$SHAPES"; done
+fi
 
 # kernel dirs: $tmp/k<i> (m<i> for mutants) hold a body's prepped
 # kernel.cc and the headers it includes; $1 = its source dir (a copy of

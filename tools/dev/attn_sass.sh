@@ -5,7 +5,8 @@
 #
 #   bash tools/dev/attn_sass.sh DIR [KERNELS_SRC]
 #
-# writes DIR/<arch>.<H>_<PAGE>_<N_MAX>.sass (cuobjdump -sass with the
+# SHAPES: H:PAGE:N_MAX[:KV:MATH] each (KV, MATH 0 bf16, 1 e4m3; bf16 when
+# left out); writes DIR/<arch>.<H>_<PAGE>_<N_MAX>[_kv<KV>_math<MATH>].sass (cuobjdump -sass with the
 # addresses and encodings stripped) and DIR/ptxas.txt.
 #
 #   bash tools/dev/attn_sass.sh --compare A B
@@ -19,8 +20,10 @@
 # NVRTC options (-std=c++17 -lineinfo -DKDT_*) through nvcc -cubin.
 set -eu
 if [ "${1:-}" = --compare ]; then
+    # (diff exits 1 on a difference: under set -e that would end the
+    # comparison before the SASS files)
     diff "$2/ptxas.txt" "$3/ptxas.txt" >/dev/null && echo "ptxas lines identical" \
-        || diff "$2/ptxas.txt" "$3/ptxas.txt"
+        || diff "$2/ptxas.txt" "$3/ptxas.txt" || true
     for f in "$2"/*.sass; do
         python3 - "$f" "$3/$(basename "$f")" <<'PY'
 import collections, difflib, os, re, sys
@@ -58,10 +61,11 @@ mkdir -p "$DIR"
 : > "$DIR/ptxas.txt"
 for a in $ARCHS; do
     for s in $SHAPES; do
-        IFS=: read h pg nm <<< "$s"
-        n=$a.${h}_${pg}_$nm
+        IFS=: read h pg nm kv math <<< "$s"
+        n=$a.${h}_${pg}_$nm${kv:+_kv$kv}${math:+_math$math}
         nvcc -std=c++17 -cubin -arch=$a -lineinfo -Xptxas -v \
             -DKDT_H=$h -DKDT_PAGE=$pg -DKDT_N_MAX=$nm \
+            ${kv:+-DKDT_KV=$kv} ${math:+-DKDT_MATH=$math} \
             -o "$DIR/$n.cubin" "$SRC/verify_attn.cu" 2> "$DIR/$n.log"
         grep -E "Compiling entry|registers|spill" "$DIR/$n.log" \
             | sed "s/^/$n: /" >> "$DIR/ptxas.txt"

@@ -3,7 +3,7 @@
 
     python3 tools/dev/profile_case.py topk R K [bf16|f32]
     python3 tools/dev/profile_case.py build B R [randn|zipf]
-    python3 tools/dev/profile_case.py attn H R PAST [bf16|e4m3]
+    python3 tools/dev/profile_case.py attn H R PAST [bf16|e4m3 [bf16|e4m3]]
 
 Prepares (compiles) first, launches twice to warm up, then REPS times
 (default 5) a batch of BATCH back-to-back launches (default 50) between
@@ -12,6 +12,8 @@ overhead hides behind the GPU's queue, so the figure is the kernel's own
 time (plus the launch gap).  BATCH=1 times single calls as before.  Under
 ncu, profile with `-k regex:kdt_<kernel> -s 2 -c 1` (and BATCH=1 REPS=1)
 to skip the warm-up launches.
+attn's optional words are the cache and the arithmetic (default bf16;
+e4m3 arithmetic reads an e4m3 cache).
 Development tool: not installed, not part of the tests.
 """
 import os
@@ -90,8 +92,9 @@ def main():
         H, R, past = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
         N, page = 65, 64
         pages = (past + N + page - 1) // page
-        kv_dtype = (torch.float8_e4m3fn if sys.argv[5:] == ["e4m3"]
+        kv_dtype = (torch.float8_e4m3fn if sys.argv[5:6] == ["e4m3"]
                     else torch.bfloat16)
+        math = sys.argv[6] if len(sys.argv) > 6 else "bf16"
         kv = (torch.rand(R * pages, page, 576, device="cuda") - 0.5).to(
             kv_dtype)
         bt = torch.randperm(R * pages, device="cuda").to(torch.int32).view(
@@ -109,10 +112,11 @@ def main():
         mask = m.unsqueeze(0).repeat(R, 1, 1).to("cuda")
         # verify_attn reads the tree's n_nodes and anc_mask alone
         tree = kdtree_jit.Tree(nn, *[None] * 7, mask)
-        ws = rt.verify_attn_workspace(q, kv, bt)
-        res = rt.verify_attn(q, kv, bt, pl, tree, 0.07, workspace=ws)
+        ws = rt.verify_attn_workspace(q, kv, bt, math=math)
+        res = rt.verify_attn(q, kv, bt, pl, tree, 0.07, workspace=ws,
+                             math=math)
         us = timed(lambda: rt.verify_attn(q, kv, bt, pl, tree, 0.07,
-                                          workspace=ws, out=res))
+                                          workspace=ws, out=res, math=math))
     else:
         sys.exit(__doc__)
     print("%s %s: %.2f us per launch (median of %d batches of %d)" %

@@ -18,8 +18,8 @@ class LibraryBackend(object):
     """The four kernels on one CUDA device: `runtime` (a
     kdtree_jit.Runtime), or a new one on `device` (default: torch's
     current device).  math: verify_attn's arithmetic, "bf16" (any cache)
-    or "e4m3" (FP8 tensor cores over an e4m3 cache, docs/contract.md §3;
-    not on sm_90a, whose target refuses it)."""
+    or "e4m3" (FP8 tensor cores over an e4m3 cache, docs/contract.md
+    §3)."""
 
     name = "library"
     host_build = False

@@ -27,9 +27,10 @@ from kdtree_jit.decode.drafters import ScriptedDrafter
 ULPS = 8
 
 
-def _gpu():
-    """The library backend on device 0, or a skip (a failure under
-    KDTREE_TEST_REQUIRE_GPU=1, as on the GPU host: docs/gpu-host.md)."""
+def _gpu(math="bf16"):
+    """The library backend on device 0 (verify_attn's arithmetic `math`),
+    or a skip (a failure under KDTREE_TEST_REQUIRE_GPU=1, as on the GPU
+    host: docs/gpu-host.md)."""
     import os
     miss = pytest.fail if os.environ.get("KDTREE_TEST_REQUIRE_GPU") == "1" \
         else pytest.skip
@@ -37,7 +38,7 @@ def _gpu():
         miss("torch sees no CUDA device")
     try:
         from kdtree_jit.decode import LibraryBackend
-        return LibraryBackend()
+        return LibraryBackend(math=math)
     except kdtree_jit.KdtreeError as e:
         miss("no libkdtree runtime: %s" % e)
 
@@ -222,13 +223,14 @@ class _F32(object):
         return self.c.gather(layer).float()
 
 
-def test_lossless_gpu_e4m3_cache_library_kernels():
+@pytest.mark.parametrize("math", ["bf16", "e4m3"])
+def test_lossless_gpu_e4m3_cache_library_kernels(math):
     """An FP8 (e4m3) cache through the library's kernels (verify_attn
-    KV=e4m3, scales 1 and 0.05, pages of 64 and 1), on decode.targets'
-    no-near-ties model in bf16: plain decoding is the successor chain,
-    and tree decoding at budgets 16 and 64, eager and from its graph,
-    gives those tokens."""
-    lib = _gpu()
+    KV=e4m3 in either arithmetic, scales 1 and 0.05, pages of 64 and 1),
+    on decode.targets' no-near-ties model in bf16: plain decoding is the
+    successor chain, and tree decoding at budgets 16 and 64, eager and
+    from its graph, gives those tokens."""
+    lib = _gpu(math)
     from kdtree_jit.decode.targets import chain, successor_target
     dev = torch.device("cuda")
     m = _tiny.model("deep", seed=41, dtype=torch.bfloat16, device=dev)

@@ -148,6 +148,7 @@ struct emu_asm_state {
         if (t == "%cluster_nctarank") return emu_blk->cl->n;
         if (t == "%cluster_ctarank") return emu_blk->rank;
         if (t == "%dynamic_smem_size") return emu_blk->dyn_size;
+        if (t == "%tid.x") return threadIdx.x;
         emu_die("unknown special register " + t, stmt);
     }
     uint64_t get(const std::string &t0) {

@@ -13,7 +13,8 @@
 # as on the GPU.  The dynamic shared array becomes emu_dyn_smem (shared
 # addresses are offsets into the block's window, cuda_emu.h), a static
 # __shared__ variable is refused (the blocks of a cluster run together),
-# and kdt_params.h is preceded by cuda_emu.h.
+# and kdt_params.h is preceded by cuda_emu.h.  An operand list may be a
+# macro of one parameter defined in the same file; it is expanded.
 set -eu
 python3 - "$1" "$2" <<'EOF'
 import re, sys
@@ -65,9 +66,23 @@ def split_top(s, sep):
     parts.append(cur)
     return parts
 
+# function-like macros of one parameter defined in this file: an asm's
+# operand list may be one (the wgmma accumulators' constraints)
+macros = {}
+for m in re.finditer(r'^#define (\w+)\((\w+)\)((?:.*\\\n)*.*)$', src, re.M):
+    macros[m.group(1)] = (m.group(2), m.group(3).replace('\\\n', ' '))
+
+def expand(op):
+    m = re.match(r'\s*(\w+)\(([^()]*)\)\s*$', op)
+    if not m or m.group(1) not in macros:
+        return [op]
+    param, body = macros[m.group(1)]
+    body = re.sub(r'\b%s\b' % param, m.group(2).strip(), body)
+    return [x for part in split_top(body, ',') for x in expand(part)]
+
 def operands(sec, out):
     res = []
-    for op in split_top(sec, ','):
+    for op in [x for part in split_top(sec, ',') for x in expand(part)]:
         op = op.strip()
         if not op:
             continue

@@ -1,0 +1,316 @@
+/*
+ * verify_attn_wgmma_e4m3.cuh: the FP8 arithmetic of the wgmma body
+ * (MATH = e4m3 over an e4m3 cache, docs/contract.md §3): both products
+ * on e4m3 operands, wgmma's k32 form, f32 accumulators.  A part of
+ * verify_attn_wgmma.cuh, included after its constants and PTX; the KV
+ * loop and its barriers are that file's, these are the phases that
+ * differ.
+ *
+ * FP8 wgmma reads both operands K-major from shared memory (no
+ * transposed form), which shapes everything here:
+ *  - Q (q_to_e4m3): the bf16 Q tile lands in the second KV stage (free
+ *    until the loop starts), and each row is quantized with its own scale
+ *    (448 / max |q|, kdt_fp8.cuh) into the e4m3 Q tile, 576 bytes a row
+ *    in five 128-byte-swizzled column blocks (kdt_attn_wg8_tile); the
+ *    row's logits are then multiplied by max |q| / 448 (q_unscale).
+ *  - K: a tile's e4m3 bytes go into its stage as they are (cp.async, the
+ *    same five-block layout): S = Q K^T is 18 k32 steps.
+ *  - V: P V's K dimension is the tokens, so V must be read as V^T, each
+ *    V column's 64 tokens contiguous: the loading warpgroup transposes
+ *    the first 512 bytes of each token it copied (kv8_transpose, 4 x 4
+ *    byte blocks through prmt) into the stage's V^T, [512][64 B] under
+ *    the 64-byte swizzle.  It reads back only the pieces it copied
+ *    itself, so its own cp.async wait is all the hand-off needs.
+ *  - P: WG0's weights (at most 256: e4m3's range holds them, never
+ *    saturated) rounded to e4m3 into the [64][64 B] P tile, 64-byte
+ *    swizzle.  The order of the 64 tokens along K is P's and V^T's
+ *    alike and free to choose: within each half of 32, position
+ *    k = 8 q + 2 a + e holds token 8 a + 2 q + e (p8_token), so that the
+ *    8 weights a thread holds of a row in a half (tokens 8 a + 2 q + e,
+ *    its quad column q) are 8 contiguous bytes, one 64-bit store.
+ *  - The row sums the contract asks for (of the rounded weights) are one
+ *    more wgmma a half on WG0, m64n8k32 of P against a tile of e4m3
+ *    ones: every column of the 64 x 8 result is its row's sum,
+ *    accumulated and rescaled like O.
+ */
+
+constexpr int Q8_PIECES = D_QK / 16;       /* 16-byte e4m3 pieces a row */
+constexpr int V8_PIECES = D_V / 16;        /* of them V's */
+constexpr int K8_STEPS = D_QK / 32;        /* k32 steps of S = Q K^T */
+constexpr int VT_OFF = KDT_OFFSETOF(kdt_attn_wg8_stage, vt);
+constexpr int VT_WG_BYTES = VCOLS * BN;    /* a warpgroup's 256 V^T rows */
+constexpr int ONES_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones);
+/* the bf16 Q tile's staging place: the second KV stage */
+constexpr int QSTAGE_OFF = K_OFF + TILE_BYTES;
+constexpr uint32_t E4M3_ONES = 0x38383838u; /* four e4m3 1.0 */
+
+static_assert(sizeof(kdt_attn_wg8_stage) == TILE_BYTES &&
+                  sizeof(kdt_attn_wg8_tile) == KDT_ATTN_WG8_KBLK * BN * 128 &&
+                  BM == BN && Q8_PIECES == 36 && V8_PIECES == 32 &&
+                  K8_STEPS == 18,
+              "Q and K: 36 pieces a row in 5 blocks of [64][128 B]");
+static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.p) == P_OFF,
+              "the e4m3 P tile is at P's place");
+
+/* The token of a tile at P's and V^T's K position k (an involution: a
+ * and q trade places). */
+static __device__ __forceinline__ int
+p8_token(int k)
+{
+    return (k & ~31) | ((k & 6) << 2) | ((k >> 2) & 6) | (k & 1);
+}
+
+/*
+ * WG1's share of a tile (128 threads): thread wtid copies the 16 tokens
+ * of P's K positions 16 G .. 16 G + 15 (G = wtid % 4), their 16-byte
+ * piece c = x + 4 ((wtid / 16) % 2) + 8 (wtid / 32) of V's 32 (x =
+ * (wtid / 4) % 4), and two of the 4 k_pe pieces of token wtid / 2; and
+ * it writes those pieces' V^T, 16 rows of a whole 16-byte piece each.
+ * A warp's copies of one token are 128 contiguous bytes; its 32 pieces
+ * of one j fall on 8 distinct 16-byte bank groups, four each (the
+ * minimum for 512 bytes).
+ */
+constexpr int KV8B_TOKENS = 16;            /* V tokens a thread copies */
+constexpr int KV8B_PAGES = KV8B_TOKENS + 1; /* and its k_pe token */
+
+static __device__ __forceinline__ int
+kv8b_token(int wtid, int j)
+{
+    return j < KV8B_TOKENS ? p8_token(16 * (wtid & 3) + j) : wtid >> 1;
+}
+
+/* The pages of this thread's tokens of tile t (-1: past `total`), read a
+ * tile before the copy (as kv_rows); one read when the tile is within a
+ * page. */
+static __device__ __forceinline__ void
+kv8b_pages(int (&page)[KV8B_PAGES], int wtid, int t, int total,
+           const int32_t *__restrict__ bt)
+{
+    int tile_page = -1;
+    if constexpr (PAGE % BN == 0)
+        tile_page = t * BN < total ? __ldg(bt + t * BN / PAGE) : -1;
+#pragma unroll
+    for (int j = 0; j < KV8B_PAGES; ++j) {
+        const int pos = t * BN + kv8b_token(wtid, j);
+        if constexpr (PAGE % BN == 0)
+            page[j] = pos < total ? tile_page : -1;
+        else
+            page[j] = pos < total ? __ldg(bt + pos / PAGE) : -1;
+    }
+}
+
+/* Phase 2a, MATH = e4m3: this thread's pieces of tile t into the stage at
+ * `dst` (its K tile: the cache's bytes, 128-byte-swizzled blocks);
+ * tokens past the end zero-filled (their logits are masked, their V
+ * rows times P = 0). */
+static __device__ __forceinline__ void
+kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
+               const uint8_t *__restrict__ kv, int wtid)
+{
+    const int c = ((wtid >> 2) & 3) + 4 * ((wtid >> 4) & 1) + 8 * (wtid >> 5);
+#pragma unroll
+    for (int j = 0; j < KV8B_PAGES; ++j) {
+        const int tok = kv8b_token(wtid, j);
+        const bool ok = page[j] >= 0;
+        const uint8_t *src = kv
+            + ((int64_t)page[j] * PAGE + (t * BN + tok) % PAGE) * D_QK;
+#pragma unroll
+        for (int u = 0; u < (j < KV8B_TOKENS ? 1 : 2); ++u) {
+            const int cc = j < KV8B_TOKENS ? c : V8_PIECES + 2 * (wtid & 1) + u;
+            kdt_cp_async16(dst + sw_piece(BN, tok, cc),
+                           ok ? src + 16 * cc : kv, ok ? 16 : 0);
+        }
+    }
+}
+
+/* Bytes b(i) = i ^ x of words a0 .. a3 (K positions 0-3), as out[i] =
+ * {a0.b(i), a1.b(i), a2.b(i), a3.b(i)}: a 4 x 4 byte transpose, rows
+ * rotated by x (so that the four x of a warp store four different V^T
+ * rows at once: bank-free).  sel01 and sel23 pick bytes b(0), b(1) and
+ * b(2), b(3) of two words, interleaved. */
+static __device__ __forceinline__ void
+transpose4x4(uint32_t (&out)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+             uint32_t a3, uint32_t sel01, uint32_t sel23)
+{
+    const uint32_t lo01 = __byte_perm(a0, a1, sel01);
+    const uint32_t hi01 = __byte_perm(a0, a1, sel23);
+    const uint32_t lo23 = __byte_perm(a2, a3, sel01);
+    const uint32_t hi23 = __byte_perm(a2, a3, sel23);
+    out[0] = __byte_perm(lo01, lo23, 0x5410);
+    out[1] = __byte_perm(lo01, lo23, 0x7632);
+    out[2] = __byte_perm(hi01, hi23, 0x5410);
+    out[3] = __byte_perm(hi01, hi23, 0x7632);
+}
+
+/* Phase 2a', MATH = e4m3: V^T of the stage at `stage` (`stage_p`, its
+ * generic address, for the loads) from the V piece c this thread copied
+ * there, after its own cp.async wait: its 16 tokens' 16 bytes, 8 dims
+ * (a 64-bit load a token) at a time, are 16 V^T rows of 16 bytes at the
+ * K positions 16 G .., row 16 c + 8 hh + 4 i + (r ^ x) at step (hh, i,
+ * r).  Generic-proxy stores: a fence.proxy.async before wgmma reads
+ * them. */
+static __device__ __forceinline__ void
+kv8_transpose(uint32_t stage, const unsigned char *stage_p, int wtid)
+{
+    const int G = wtid & 3, x = (wtid >> 2) & 3;
+    const int c = x + 4 * ((wtid >> 4) & 1) + 8 * (wtid >> 5);
+    const uint32_t sel01 = (uint32_t)(x | (4 + x) << 4 | (1 ^ x) << 8
+                                      | (4 + (1 ^ x)) << 12);
+    const uint32_t sel23 = (uint32_t)((2 ^ x) | (4 + (2 ^ x)) << 4
+                                      | (3 ^ x) << 8 | (4 + (3 ^ x)) << 12);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        uint2 v[KV8B_TOKENS];
+#pragma unroll
+        for (int j = 0; j < KV8B_TOKENS; ++j)
+            v[j] = *(const uint2 *)(stage_p + 8 * hh
+                                    + sw_piece(BN, kv8b_token(wtid, j), c));
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            uint32_t t4[4][4]; /* [K positions 4 k ..][row step r] */
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                transpose4x4(t4[k], (&v[4 * k].x)[i], (&v[4 * k + 1].x)[i],
+                             (&v[4 * k + 2].x)[i], (&v[4 * k + 3].x)[i],
+                             sel01, sel23);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int d = 16 * c + 8 * hh + 4 * i + (r ^ x);
+                st_shared_v4(stage + VT_OFF + d * BN
+                                 + ((G ^ ((d >> 1) & 3)) << 4),
+                             t4[0][r], t4[1][r], t4[2][r], t4[3][r]);
+            }
+        }
+    }
+}
+
+/* Phase 1b, MATH = e4m3: the landed bf16 Q tile (at QSTAGE_OFF, the bf16
+ * swizzled layout) quantized row by row into the e4m3 Q tile at Q_OFF:
+ * a = the row's max |q|, each element e4m3(q * (448 / a)) (kdt_fp8.cuh;
+ * the contract's order of f32 operations), and a / 448 into q_unscale.
+ * Four threads a row, a quarter of its dims each (18 bf16 pieces, 9
+ * e4m3 ones).  Once a block. */
+static __device__ __forceinline__ void
+q_to_e4m3(unsigned char *smem, int tid)
+{
+    static_assert(NTHREADS == 4 * BM && CHUNKS == 2 * Q8_PIECES &&
+                      Q8_PIECES % 4 == 0,
+                  "four threads a Q row, a quarter of its pieces each");
+    constexpr int NPC = Q8_PIECES / 4;
+    const int row = tid >> 2, c0 = (tid & 3) * NPC;
+    const unsigned char *src = smem + QSTAGE_OFF;
+    uint32_t mbits = 0;
+#pragma unroll 6
+    for (int c = 2 * c0; c < 2 * (c0 + NPC); ++c)
+        mbits = kdt_bf16x8_absmax_bits(
+            mbits, *(const uint4 *)(src + sw_piece(BM, row, c)));
+    mbits = kdt_quad_max(mbits);
+    const float amax = __uint_as_float(mbits << 16);
+    const float s = kdt_e4m3_quant_scale(amax);
+    if ((tid & 3) == 0)
+        ((float *)(smem + QUNSCALE_OFF))[row] = kdt_e4m3_dequant_scale(amax);
+#pragma unroll 3
+    for (int c = c0; c < c0 + NPC; ++c) {
+        const uint4 a = *(const uint4 *)(src + sw_piece(BM, row, 2 * c));
+        const uint4 b = *(const uint4 *)(src + sw_piece(BM, row, 2 * c + 1));
+        const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        uint32_t e[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            e[i] = kdt_e4m3x4_quantize(
+                __uint_as_float(w[2 * i] << 16),
+                __uint_as_float(w[2 * i] & 0xffff0000u),
+                __uint_as_float(w[2 * i + 1] << 16),
+                __uint_as_float(w[2 * i + 1] & 0xffff0000u), s);
+        *(uint4 *)(smem + Q_OFF + sw_piece(BM, row, c)) =
+            make_uint4(e[0], e[1], e[2], e[3]);
+    }
+}
+
+/* Issues S = Q K^T on e4m3 operands: 4 column blocks x 4 k32 steps and
+ * the fifth block's 2 (k_pe), the first overwriting S. */
+static __device__ __forceinline__ void
+qk8_issue(float (&s)[32], uint64_t dq, uint64_t dk)
+{
+#pragma unroll
+    for (int ks = 0; ks < K8_STEPS; ++ks) {
+        const uint32_t off = (ks >> 2) * (BN * 128) + (ks & 3) * 32;
+        wg_mma_qk8(s, desc_add(dq, off), desc_add(dk, off), ks);
+    }
+}
+
+/* Phase 2b, MATH = e4m3: half `half` of the tile's P, p = 2^(x x_scale[h]
+ * - mu[h]) rounded to e4m3, into the P tile at `p8`: row r0 + 8 h's
+ * tokens 32 half + 8 a + 2 q + e (s[4 (4 half + a) + 2 h + e], q = this
+ * lane's quad column) are its K positions 32 half + 8 q .. + 7, half a
+ * 16-byte piece; lanes q and q ^ 1 trade halves so that each stores a
+ * whole piece (even q row r0, odd q row r0 + 8).  No f32 row sum: the
+ * row sums' wgmma adds the rounded weights. */
+static __device__ __forceinline__ void
+softmax_p8_half(const float (&s)[32], const float (&mu)[2],
+                const float (&x_scale)[2], uint32_t p8, int r0, int q,
+                int half)
+{
+    uint32_t w[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float p[8];
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                p[2 * a + e] = kdt_exp2(
+                    fmaf(s[4 * (4 * half + a) + 2 * h + e], x_scale[h],
+                         -mu[h]));
+        w[h][0] = kdt_e4m3x4_from_f32(p[0], p[1], p[2], p[3]);
+        w[h][1] = kdt_e4m3x4_from_f32(p[4], p[5], p[6], p[7]);
+    }
+    const bool odd = q & 1;
+    const uint32_t y0 = __shfl_xor_sync(0xffffffffu, odd ? w[0][0] : w[1][0], 1);
+    const uint32_t y1 = __shfl_xor_sync(0xffffffffu, odd ? w[0][1] : w[1][1], 1);
+    const int r = r0 + (odd ? 8 : 0);
+    const int piece = (2 * half + (q >> 1)) ^ ((r >> 1) & 3);
+    const uint32_t dst = p8 + r * BN + (piece << 4);
+    if (odd)
+        st_shared_v4(dst, y0, y1, w[1][0], w[1][1]);
+    else
+        st_shared_v4(dst, w[0][0], w[0][1], y0, y1);
+}
+
+/* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, V^T's
+ * descriptor `dv0` (the ring's first V^T, a warpgroup's 256 rows `voff`
+ * bytes on); ROWSUM (WG0): the row sums l4 too, P times the ones at
+ * `dones`, rescaled with O. */
+template <bool ROWSUM>
+static __device__ __forceinline__ void
+pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1, uint64_t dp,
+          uint64_t dv0, uint64_t dones, uint32_t voff, int half)
+{
+    if (half == 0) {
+        rescale(o, a0, a1);
+        if constexpr (ROWSUM) {
+            l4[0] *= a0;
+            l4[1] *= a0;
+            l4[2] *= a1;
+            l4[3] *= a1;
+            pin(l4);
+        }
+        pin(o);
+    }
+    wg_fence();
+    wg_mma_pv8(o, desc_add(dp, 32 * half), desc_add(dv0, voff + 32 * half));
+    if constexpr (ROWSUM)
+        wg_mma_rowsum8(l4, desc_add(dp, 32 * half),
+                       desc_add(dones, 32 * half));
+    wg_commit();
+}
+
+template <bool ROWSUM>
+static __device__ __forceinline__ void
+pv8_finish(float (&o)[128], float (&l4)[4])
+{
+    wg_wait<0>();
+    pin(o);
+    if constexpr (ROWSUM)
+        pin(l4);
+}
