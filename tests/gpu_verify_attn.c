@@ -322,7 +322,8 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
     for (size_t i = 0; i < rows; i++) {
         int node = (int)(i / H % N), r = (int)(i / ((size_t)N * H));
         int padded = node >= p->nn[r];
-        /* MATH = e4m3: the row's beta and sigma (the header) */
+        /* MATH = e4m3: the row's worst-case bounds (ref_qe4m3_bounds)
+         * and sigma (the header) */
         double ob = 0, lb = 0, sigma = 0, se = 0, sq = 0, sr = 0;
         if (qe4m3 && !padded) {
             const double n = p->st[3 * i], s0 = p->st[3 * i + 1],
