@@ -544,10 +544,10 @@ def _same_test(at, n):
         ptrs = ["p%d" % j for j in range(len(at))]
         test = ["id(%s) == %s" % t for t in zip(xs, ids)] + \
             ["dp(x%d) == %s" % t for t in zip(at, ptrs)]
-        src = ("def same(xs, ids, ptrs):\n"
-               "    %s, = xs\n    %s, = ids\n    %s, = ptrs\n"
-               "    return %s\n" % (", ".join(xs), ", ".join(ids),
-                                    ", ".join(ptrs), " and ".join(test)))
+        src = "def same(xs, ids, ptrs):\n" + "".join(
+            "    %s, = %s\n" % (", ".join(names), row)
+            for names, row in ((xs, "xs"), (ids, "ids"), (ptrs, "ptrs"))
+            if names) + "    return %s\n" % (" and ".join(test) or "True")
         scope = {"dp": _data_ptr}
         exec(src, scope)
         f = _SAME_TESTS[(at, n)] = scope["same"]
