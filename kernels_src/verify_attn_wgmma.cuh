@@ -464,7 +464,8 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
         if constexpr (MATH_E4M3) {
             int page[KV8B_PAGES];
             kv8b_pages(page, wtid, b.t0, b.total, bt);
-            kv8b_load_tile(sk, page, b.t0, (const uint8_t *)kv, wtid);
+            kv8b_load_tile(sk, page, b.t0, b.total, (const uint8_t *)kv,
+                           wtid);
         } else if constexpr (KV_E4M3) {
             uint4 v[KV8_PIECES];
 #pragma unroll
@@ -768,7 +769,7 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
         if (it > 0)
             bar_sync(BAR_KEMPTY + nb);
         if (t + 1 < t1)
-            kv8b_load_tile(next, page, t + 1, kv, wtid);
+            kv8b_load_tile(next, page, t + 1, total, kv, wtid);
         kdt_cp_async_commit();
         kv8b_pages(page, wtid, t + 2, total, bt);
 

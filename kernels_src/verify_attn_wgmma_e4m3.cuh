@@ -54,7 +54,7 @@ static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.p) == P_OFF,
 
 /* The token of a tile at P's and V^T's K position k (an involution: a
  * and q trade places). */
-static __device__ __forceinline__ int
+static __host__ __device__ constexpr int
 p8_token(int k)
 {
     return (k & ~31) | ((k & 6) << 2) | ((k >> 2) & 6) | (k & 1);
@@ -69,34 +69,107 @@ p8_token(int k)
  * A warp's copies of one token are 128 contiguous bytes; its 32 pieces
  * of one j fall on 8 distinct 16-byte bank groups, four each (the
  * minimum for 512 bytes).
+ *
+ * Its j-th token, p8_token(16 G + j), is kv8b_tt(wtid) + kv8b_cj(j), the
+ * thread's bits and j's apart, so that each address of a piece is a base
+ * of the thread plus a constant of j (the instruction's immediate): the
+ * swizzle's XOR takes j's part of the row through one of four bases
+ * (kv8b_jx(j)), and the bases are all the arithmetic a tile needs.
  */
 constexpr int KV8B_TOKENS = 16;            /* V tokens a thread copies */
 constexpr int KV8B_PAGES = KV8B_TOKENS + 1; /* and its k_pe token */
 
+/* the thread's bits of its tokens: 32 (G / 2) + 4 (G % 2) */
+static __host__ __device__ constexpr int
+kv8b_tt(int wtid)
+{
+    return 32 * ((wtid >> 1) & 1) + 4 * (wtid & 1);
+}
+
+/* j's bits: 8 ((j / 2) % 4) + 2 (j / 8) + j % 2 */
+static __host__ __device__ constexpr int
+kv8b_cj(int j)
+{
+    return 8 * ((j >> 1) & 3) + 2 * (j >> 3) + (j & 1);
+}
+
+/* j's bits of the token's row within the swizzle's 8 (the thread's are
+ * its bit 2) */
+static __host__ __device__ constexpr int
+kv8b_jx(int j)
+{
+    return kv8b_cj(j) & 7;
+}
+
+/* p8_token(16 G + j) = kv8b_tt(G) + kv8b_cj(j) (G = wtid % 4 is all of
+ * wtid that kv8b_tt reads), the thread's bits and j's apart: what the
+ * bases below rest on */
+static __host__ __device__ constexpr bool
+kv8b_split_holds()
+{
+    for (int G = 0; G < 4; ++G)
+        for (int j = 0; j < KV8B_TOKENS; ++j)
+            if (p8_token(16 * G + j) != kv8b_tt(G) + kv8b_cj(j)
+                || (kv8b_tt(G) & kv8b_cj(j)) != 0)
+                return false;
+    return true;
+}
+static_assert(kv8b_split_holds(), "a thread's tokens: its bits plus j's");
+
+static __device__ __forceinline__ int
+kv8b_piece(int wtid)
+{
+    return ((wtid >> 2) & 3) + 4 * ((wtid >> 4) & 1) + 8 * (wtid >> 5);
+}
+
 static __device__ __forceinline__ int
 kv8b_token(int wtid, int j)
 {
-    return j < KV8B_TOKENS ? p8_token(16 * (wtid & 3) + j) : wtid >> 1;
+    return j < KV8B_TOKENS ? kv8b_tt(wtid) + kv8b_cj(j) : wtid >> 1;
+}
+
+/* sw_piece(BN, token, piece c) of this thread's token j is
+ * (kv8b_sw0(wtid) ^ (kv8b_jx(j) << 4)) + 128 kv8b_cj(j): the XOR of the
+ * swizzle flips bits 4 and 5 alone, the rows add above them. */
+static __device__ __forceinline__ uint32_t
+kv8b_sw0(int wtid)
+{
+    return sw_piece(BN, kv8b_tt(wtid), kv8b_piece(wtid));
 }
 
 /* The pages of this thread's tokens of tile t (-1: past `total`), read a
- * tile before the copy (as kv_rows); one read when the tile is within a
- * page. */
+ * tile before the copy (as kv_rows).  When a tile lies within one page
+ * (PAGE % BN == 0) page[0] is the tile's and the rest are unused. */
 static __device__ __forceinline__ void
 kv8b_pages(int (&page)[KV8B_PAGES], int wtid, int t, int total,
            const int32_t *__restrict__ bt)
 {
-    int tile_page = -1;
-    if constexpr (PAGE % BN == 0)
-        tile_page = t * BN < total ? __ldg(bt + t * BN / PAGE) : -1;
+    if constexpr (PAGE % BN == 0) {
+        page[0] = t * BN < total ? __ldg(bt + t * BN / PAGE) : -1;
+    } else {
 #pragma unroll
-    for (int j = 0; j < KV8B_PAGES; ++j) {
-        const int pos = t * BN + kv8b_token(wtid, j);
-        if constexpr (PAGE % BN == 0)
-            page[j] = pos < total ? tile_page : -1;
-        else
+        for (int j = 0; j < KV8B_PAGES; ++j) {
+            const int pos = t * BN + kv8b_token(wtid, j);
             page[j] = pos < total ? __ldg(bt + pos / PAGE) : -1;
+        }
     }
+}
+
+/* The byte offset in the cache of this thread's token j (< KV8B_TOKENS)
+ * of tile t, at `page` (kv8b_pages'), less its piece. */
+static __device__ __forceinline__ int64_t
+kv8b_row(int page, int t, int wtid, int j)
+{
+    if constexpr (PAGE % BN == 0)
+        return ((int64_t)page * PAGE + (t * BN) % PAGE
+                + kv8b_tt(wtid) + kv8b_cj(j)) * D_QK;
+    else if constexpr (BN % PAGE == 0) /* PAGE a power of two: the token's
+                                        * slot is the sum of its bits' */
+        return (int64_t)page * (PAGE * D_QK)
+            + (kv8b_tt(wtid) % PAGE + kv8b_cj(j) % PAGE) * D_QK;
+    else
+        return ((int64_t)page * PAGE
+                + (t * BN + kv8b_tt(wtid) + kv8b_cj(j)) % PAGE) * D_QK;
 }
 
 /* Phase 2a, MATH = e4m3: this thread's pieces of tile t into the stage at
@@ -105,22 +178,36 @@ kv8b_pages(int (&page)[KV8B_PAGES], int wtid, int t, int total,
  * rows times P = 0). */
 static __device__ __forceinline__ void
 kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
-               const uint8_t *__restrict__ kv, int wtid)
+               int total, const uint8_t *__restrict__ kv, int wtid)
 {
-    const int c = ((wtid >> 2) & 3) + 4 * ((wtid >> 4) & 1) + 8 * (wtid >> 5);
+    const int c = kv8b_piece(wtid), tt = kv8b_tt(wtid);
+    const uint32_t sw0 = kv8b_sw0(wtid);
+    uint32_t d[4];
 #pragma unroll
-    for (int j = 0; j < KV8B_PAGES; ++j) {
-        const int tok = kv8b_token(wtid, j);
-        const bool ok = page[j] >= 0;
-        const uint8_t *src = kv
-            + ((int64_t)page[j] * PAGE + (t * BN + tok) % PAGE) * D_QK;
+    for (int J = 0; J < 4; ++J)
+        d[J] = dst + (sw0 ^ (J << 4));
+    /* tokens from tt + cj(j) on are past the end where cj(j) >= room */
+    const int room = total - t * BN - tt;
 #pragma unroll
-        for (int u = 0; u < (j < KV8B_TOKENS ? 1 : 2); ++u) {
-            const int cc = j < KV8B_TOKENS ? c : V8_PIECES + 2 * (wtid & 1) + u;
-            kdt_cp_async16(dst + sw_piece(BN, tok, cc),
-                           ok ? src + 16 * cc : kv, ok ? 16 : 0);
-        }
+    for (int j = 0; j < KV8B_TOKENS; ++j) {
+        const int pg = PAGE % BN == 0 ? page[0] : page[j];
+        const bool ok = PAGE % BN == 0 ? kv8b_cj(j) < room : pg >= 0;
+        kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
+                       ok ? kv + kv8b_row(pg, t, wtid, j) + 16 * c : kv,
+                       ok ? 16 : 0);
     }
+    /* k_pe: pieces V8_PIECES + 2 (wtid % 2) + u of token kt (their
+     * swizzled places a bit 4 apart) */
+    const int kt = wtid >> 1, pg = page[PAGE % BN == 0 ? 0 : KV8B_TOKENS];
+    const bool ok = kt < total - t * BN;
+    const int cc = V8_PIECES + 2 * (wtid & 1);
+    const uint8_t *src = kv
+        + ((int64_t)pg * PAGE + (t * BN + kt) % PAGE) * D_QK + 16 * cc;
+    const uint32_t sw = sw_piece(BN, kt, cc);
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+        kdt_cp_async16(dst + (sw ^ (u << 4)), ok ? src + 16 * u : kv,
+                       ok ? 16 : 0);
 }
 
 /* Bytes b(i) = i ^ x of words a0 .. a3 (K positions 0-3), as out[i] =
@@ -146,14 +233,29 @@ transpose4x4(uint32_t (&out)[4], uint32_t a0, uint32_t a1, uint32_t a2,
  * generic address, for the loads) from the V piece c this thread copied
  * there, after its own cp.async wait: its 16 tokens' 16 bytes, 8 dims
  * (a 64-bit load a token) at a time, are 16 V^T rows of 16 bytes at the
- * K positions 16 G .., row 16 c + 8 hh + 4 i + (r ^ x) at step (hh, i,
- * r).  Generic-proxy stores: a fence.proxy.async before wgmma reads
- * them. */
+ * K positions 16 G .., row d = 16 c + 8 hh + 4 i + (r ^ x) at step (hh,
+ * i, r), under the 64-byte swizzle: its 16-byte place G ^ ((d / 2) % 4),
+ * where (d / 2) % 4 = 2 i + (r ^ x) / 2.  Generic-proxy stores: a
+ * fence.proxy.async before wgmma reads them. */
 static __device__ __forceinline__ void
 kv8_transpose(uint32_t stage, const unsigned char *stage_p, int wtid)
 {
     const int G = wtid & 3, x = (wtid >> 2) & 3;
-    const int c = x + 4 * ((wtid >> 4) & 1) + 8 * (wtid >> 5);
+    const int c = kv8b_piece(wtid);
+    const uint32_t sw0 = kv8b_sw0(wtid);
+    const unsigned char *src[4];
+#pragma unroll
+    for (int J = 0; J < 4; ++J)
+        src[J] = stage_p + (sw0 ^ (J << 4));
+    uint32_t vt[4][2]; /* row (r ^ x) + 4 i's place, at hh = 0 */
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int rx = r ^ x;
+            vt[r][i] = stage + VT_OFF + (16 * c + 4 * i + rx) * BN
+                + ((G ^ (2 * i + (rx >> 1))) << 4);
+        }
     const uint32_t sel01 = (uint32_t)(x | (4 + x) << 4 | (1 ^ x) << 8
                                       | (4 + (1 ^ x)) << 12);
     const uint32_t sel23 = (uint32_t)((2 ^ x) | (4 + (2 ^ x)) << 4
@@ -163,8 +265,8 @@ kv8_transpose(uint32_t stage, const unsigned char *stage_p, int wtid)
         uint2 v[KV8B_TOKENS];
 #pragma unroll
         for (int j = 0; j < KV8B_TOKENS; ++j)
-            v[j] = *(const uint2 *)(stage_p + 8 * hh
-                                    + sw_piece(BN, kv8b_token(wtid, j), c));
+            v[j] = *(const uint2 *)(src[kv8b_jx(j)] + 128 * kv8b_cj(j)
+                                    + 8 * hh);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             uint32_t t4[4][4]; /* [K positions 4 k ..][row step r] */
@@ -174,12 +276,9 @@ kv8_transpose(uint32_t stage, const unsigned char *stage_p, int wtid)
                              (&v[4 * k + 2].x)[i], (&v[4 * k + 3].x)[i],
                              sel01, sel23);
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int d = 16 * c + 8 * hh + 4 * i + (r ^ x);
-                st_shared_v4(stage + VT_OFF + d * BN
-                                 + ((G ^ ((d >> 1) & 3)) << 4),
-                             t4[0][r], t4[1][r], t4[2][r], t4[3][r]);
-            }
+            for (int r = 0; r < 4; ++r)
+                st_shared_v4(vt[r][i] + 8 * hh * BN, t4[0][r], t4[1][r],
+                             t4[2][r], t4[3][r]);
         }
     }
 }

@@ -28,9 +28,11 @@
 # H 1..8, rows 1..17 (and 33), past 0..200, PAGE 1 and 16; wgmma H 1..16,
 # rows 1..65, past 0..300, PAGE 1, 16 and 64, negative scales, and splits
 # as clusters (merged in the cluster); an e4m3 cache H 1..128, rows 1..513,
-# past 0..300, PAGE 1, 16 and 64, cache scales 0.25..3; shuffled pages,
-# several requests, splits 1..5 (the merge kernel).  QUICK=1: two shapes
-# a body (and two e4m3 ones), lazy only.
+# past 0..300, PAGE 1, 16 and 64 (and 48 and 128 in FP8 arithmetic),
+# cache scales 0.25..3; shuffled pages, several requests, splits 1..5 (the
+# merge kernel).  QUICK=1: two shapes
+# a body and two e4m3 ones (the wgmma body four: both arithmetics, PAGE
+# 1, 16 and 128), lazy only.
 # The race checker (tools/dev/emu/emu_race.h) is on in every run.
 #
 # --mutants: the test must be able to fail.  Runs QUICK on deliberately
@@ -77,6 +79,8 @@ cases() {
     wgmma_1_64_513_e4m3_*) echo "1:0.1:80:100/513@0.5 2:0.3:81:0/300,190/129@2";;
     wgmma_1_16_1025_e4m3_*) echo "-2:0.1:82:40/1025@0.75";;
     wgmma_2_1_257_e4m3_*) echo "1:0.2:83:20/257,64/100@0.4";;
+    wgmma_3_48_33_e4m3_*) echo "1:0.1:84:100/33,47/20@0.6 -2:0.3:85:250/33@1.5";;
+    wgmma_2_128_65_e4m3_*) echo "1:0.2:86:300/65,130/7@0.9 3:0.5:87:200/65";;
     *_1_1_17_e4m3_bf16) echo "1:0.0722:36:33/17 3:1.0:37:0/1,1/2,63/17@0.25 2:4.0:38:100/17@3";;
     *_1_1_17_e4m3_e4m3) echo "1:0.0722:46:33/17 3:1.0:47:0/1,1/2,63/17@0.25 2:4.0:48:100/17@3";;
     *_3_16_5_e4m3_e4m3) echo "1:0.1:49:0/5,31/4,32/1@0.6 4:1.0:50:200/5";;
@@ -114,7 +118,8 @@ SHAPES_e4m3_wgmma="8_16_17_e4m3_bf16 1_1_65_e4m3_bf16 16_64_33_e4m3_bf16
     8_1_1_e4m3_bf16 64_16_5_e4m3_bf16 128_1_1_e4m3_bf16 1_64_513_e4m3_bf16
     1_16_1025_e4m3_bf16 2_1_257_e4m3_bf16 8_16_17_e4m3_e4m3 1_1_65_e4m3_e4m3
     16_64_33_e4m3_e4m3 8_1_1_e4m3_e4m3 64_16_5_e4m3_e4m3 128_1_1_e4m3_e4m3
-    1_64_513_e4m3_e4m3 1_16_1025_e4m3_e4m3 2_1_257_e4m3_e4m3 8_64_65_e4m3_e4m3"
+    1_64_513_e4m3_e4m3 1_16_1025_e4m3_e4m3 2_1_257_e4m3_e4m3 8_64_65_e4m3_e4m3
+    3_48_33_e4m3_e4m3 2_128_65_e4m3_e4m3"
 SHAPES_e4m3_wgmma=${E4M3_SHAPES:-$SHAPES_e4m3_wgmma}
 MODES_mma="lazy eager"
 MODES_wgmma="lazy,lazy eager,eager"
@@ -122,7 +127,8 @@ if [ "${QUICK:-0}" = 1 ]; then
     SHAPES_mma="8_16_17 1_1_17" MODES_mma=lazy
     SHAPES_wgmma="8_16_17 1_1_65" MODES_wgmma=lazy,lazy
     SHAPES_e4m3="8_16_17_e4m3_bf16 8_16_17_e4m3_e4m3"
-    SHAPES_e4m3_wgmma="8_16_17_e4m3_bf16 1_1_65_e4m3_bf16 8_16_17_e4m3_e4m3"
+    SHAPES_e4m3_wgmma="8_16_17_e4m3_bf16 1_1_65_e4m3_bf16 8_16_17_e4m3_e4m3
+        2_128_65_e4m3_e4m3"
 fi
 E4M3_BODIES=${E4M3_BODIES:-mma wgmma}
 for body in $E4M3_BODIES; do
