@@ -483,8 +483,15 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
     if constexpr (MATH_E4M3) {
-        if (wg == 1 && b.t0 < b.t1)
-            kv8_transpose(sk, smem + K_OFF, wtid);
+        if (wg == 1 && b.t0 < b.t1) {
+            if constexpr (KV8_V_AHEAD) {
+                uint4 v[KV8B_TOKENS];
+                kv8b_read_v(v, smem + K_OFF, wtid);
+                kv8_transpose(sk, v, wtid);
+            } else {
+                kv8_transpose_stage(sk, smem + K_OFF, wtid);
+            }
+        }
         if (wg == 0)
             ((uint32_t *)(smem + ONES_OFF))[wtid] = E4M3_ONES;
         __syncthreads(); /* every thread's Q pieces have landed */
@@ -746,11 +753,15 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
 
 /* Phase 2, WG1's side of the KV loop under MATH = e4m3, the loop below
  * (wg1_load_pv_loop) with e4m3 tiles: tile t+1's bytes by cp.async into
- * the stage WG0 handed back, published (BAR_KFULL) as soon as they have
- * landed, while the first half's PV runs; then this thread's share of
- * its V^T (kv8_transpose, from the pieces it copied), fenced before the
- * arrive on BAR_PEMPTY, which WG0 waits for before its PV of tile t+1,
- * and the PV of the second half. */
+ * the stage WG0 handed back; while the first half's PV runs, this
+ * thread's share of tile t+1's V^T (kv8_transpose) from its V pieces,
+ * fetched into registers a tile before (kv8b_fetch_v: the transpose
+ * never waits for memory), then tile t+1 published (BAR_KFULL) once its
+ * bytes have landed, and tile t+2's V pieces fetched.  Without
+ * KV8_V_AHEAD, tile t+1 is published once it has landed and its V^T
+ * read back from the stage (kv8_transpose_stage).  The V^T is fenced
+ * before the arrive on BAR_PEMPTY, which WG0 waits for before its PV of
+ * tile t+1, and the PV of the second half. */
 static __device__ __forceinline__ void
 wg1_load_pv8_loop(float (&o)[128], const va_block &b,
                   const uint8_t *__restrict__ kv,
@@ -760,8 +771,11 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
     float no_rowsum[4];
-    int page[KV8B_PAGES]; /* of tile t+1 */
+    int page[KV8B_PAGES]; /* of tile t+1, then of t+2 */
+    uint4 v[KV8B_TOKENS]; /* KV8_V_AHEAD: tile t+1's V pieces */
     kv8b_pages(page, wtid, t0 + 1, total, bt);
+    if (KV8_V_AHEAD && t0 + 1 < t1)
+        kv8b_fetch_v(v, page, t0 + 1, total, kv, wtid);
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
         const uint32_t next = sk + nb * TILE_BYTES;
@@ -776,11 +790,18 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
         bar_sync(BAR_PFULL);
         pv8_issue<false>(o, no_rowsum, alpha_s[r0], alpha_s[r0 + 8], dp,
                          dv0, 0, st * TILE_BYTES + vcol, 0);
-        if (t + 1 < t1) {
+        if (t + 1 < t1 && KV8_V_AHEAD) {
+            kv8_transpose(next, v, wtid);
             kdt_cp_async_wait<0>();
             proxy_fence();
             bar_arrive(BAR_KFULL + nb);
-            kv8_transpose(next, smem_k + nb * TILE_BYTES, wtid);
+            if (t + 2 < t1)
+                kv8b_fetch_v(v, page, t + 2, total, kv, wtid);
+        } else if (t + 1 < t1) {
+            kdt_cp_async_wait<0>();
+            proxy_fence();
+            bar_arrive(BAR_KFULL + nb);
+            kv8_transpose_stage(next, smem_k + nb * TILE_BYTES, wtid);
             proxy_fence();
         }
         bar_sync(BAR_PFULL + 1);

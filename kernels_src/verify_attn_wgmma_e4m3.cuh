@@ -186,15 +186,25 @@ kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
 #pragma unroll
     for (int J = 0; J < 4; ++J)
         d[J] = dst + (sw0 ^ (J << 4));
-    /* tokens from tt + cj(j) on are past the end where cj(j) >= room */
-    const int room = total - t * BN - tt;
+    /* Within one page (PAGE % BN == 0) a token past the end is still in
+     * the tile's page, so its address is in the cache and only the size
+     * says "none": one base, and j's offsets as immediates.  Elsewhere its
+     * page may be -1 and the address is the cache's start. */
+    const int room = total - t * BN - tt; /* j is past it: cj(j) >= room */
+    const uint8_t *tile = kv + kv8b_row(page[0], t, wtid, 0) + 16 * c;
 #pragma unroll
     for (int j = 0; j < KV8B_TOKENS; ++j) {
-        const int pg = PAGE % BN == 0 ? page[0] : page[j];
-        const bool ok = PAGE % BN == 0 ? kv8b_cj(j) < room : pg >= 0;
-        kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
-                       ok ? kv + kv8b_row(pg, t, wtid, j) + 16 * c : kv,
-                       ok ? 16 : 0);
+        if constexpr (PAGE % BN == 0) {
+            kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
+                           tile + kv8b_cj(j) * D_QK,
+                           kv8b_cj(j) < room ? 16 : 0);
+        } else {
+            const bool ok = page[j] >= 0;
+            kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
+                           ok ? kv + kv8b_row(page[j], t, wtid, j) + 16 * c
+                              : kv,
+                           ok ? 16 : 0);
+        }
     }
     /* k_pe: pieces V8_PIECES + 2 (wtid % 2) + u of token kt (their
      * swizzled places a bit 4 apart) */
@@ -206,7 +216,8 @@ kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
     const uint32_t sw = sw_piece(BN, kt, cc);
 #pragma unroll
     for (int u = 0; u < 2; ++u)
-        kdt_cp_async16(dst + (sw ^ (u << 4)), ok ? src + 16 * u : kv,
+        kdt_cp_async16(dst + (sw ^ (u << 4)),
+                       PAGE % BN == 0 || ok ? src + 16 * u : kv,
                        ok ? 16 : 0);
 }
 
@@ -229,37 +240,127 @@ transpose4x4(uint32_t (&out)[4], uint32_t a0, uint32_t a1, uint32_t a2,
     out[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
-/* Phase 2a', MATH = e4m3: V^T of the stage at `stage` (`stage_p`, its
- * generic address, for the loads) from the V piece c this thread copied
- * there, after its own cp.async wait: its 16 tokens' 16 bytes, 8 dims
- * (a 64-bit load a token) at a time, are 16 V^T rows of 16 bytes at the
- * K positions 16 G .., row d = 16 c + 8 hh + 4 i + (r ^ x) at step (hh,
- * i, r), under the 64-byte swizzle: its 16-byte place G ^ ((d / 2) % 4),
- * where (d / 2) % 4 = 2 i + (r ^ x) / 2.  Generic-proxy stores: a
- * fence.proxy.async before wgmma reads them. */
+/* Where a tile lies within one page, WG1 fetches a tile's V pieces into
+ * its registers a tile ahead and transposes them from there; elsewhere
+ * it transposes from the stage once its copy has landed: the fetch
+ * would wait on the tile's block-table reads, issued in the same
+ * iteration, and took 1.06x the time at PAGE 1 (H100, H=8 R=8 past 32k
+ * rows 65), where at PAGE 64 it took 0.86-0.96x. */
+constexpr bool KV8_V_AHEAD = PAGE % BN == 0;
+
+/* This thread's V piece c of its 16 tokens of tile t, from the cache
+ * into registers (a tile before its V^T is written, so that the
+ * transpose never waits for the bytes; KV8_V_AHEAD): zeros past the
+ * end, as the copy's zero fill (0 x P, never a NaN). */
 static __device__ __forceinline__ void
-kv8_transpose(uint32_t stage, const unsigned char *stage_p, int wtid)
+kv8b_fetch_v(uint4 (&v)[KV8B_TOKENS], const int (&page)[KV8B_PAGES], int t,
+             int total, const uint8_t *__restrict__ kv, int wtid)
 {
-    const int G = wtid & 3, x = (wtid >> 2) & 3;
     const int c = kv8b_piece(wtid);
+    const int room = total - t * BN - kv8b_tt(wtid);
+    const uint8_t *tile = kv + kv8b_row(page[0], t, wtid, 0) + 16 * c;
+#pragma unroll
+    for (int j = 0; j < KV8B_TOKENS; ++j) {
+        const bool ok = PAGE % BN == 0 ? kv8b_cj(j) < room : page[j] >= 0;
+        const uint8_t *src = PAGE % BN == 0
+            ? tile + kv8b_cj(j) * D_QK
+            : kv + kv8b_row(page[j], t, wtid, j) + 16 * c;
+        v[j] = ok ? __ldg((const uint4 *)src) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* The same pieces from the stage at `stage_p` (a generic address), where
+ * this thread's own cp.async put them (after its wait). */
+static __device__ __forceinline__ void
+kv8b_read_v(uint4 (&v)[KV8B_TOKENS], const unsigned char *stage_p, int wtid)
+{
     const uint32_t sw0 = kv8b_sw0(wtid);
     const unsigned char *src[4];
 #pragma unroll
     for (int J = 0; J < 4; ++J)
         src[J] = stage_p + (sw0 ^ (J << 4));
+#pragma unroll
+    for (int j = 0; j < KV8B_TOKENS; ++j)
+        v[j] = *(const uint4 *)(src[kv8b_jx(j)] + 128 * kv8b_cj(j));
+}
+
+/* Phase 2a', MATH = e4m3: this thread's share of V^T, its V piece c of
+ * its 16 tokens: 8 dims at a time (hh), they are 16 V^T rows of 16 bytes
+ * at the K positions 16 G .., row d = 16 c + 8 hh + 4 i + (r ^ x) at
+ * step (hh, i, r), under the 64-byte swizzle: its 16-byte place
+ * G ^ ((d / 2) % 4), where (d / 2) % 4 = 2 i + (r ^ x) / 2.
+ * Generic-proxy stores: a fence.proxy.async before wgmma reads them.
+ * kv8_vt_places gives the rows' places at hh = 0 and the byte
+ * selectors; kv8_vt_step writes step (hh, i) from word 2 hh + i of
+ * each token's piece. */
+struct kv8_vt_places {
     uint32_t vt[4][2]; /* row (r ^ x) + 4 i's place, at hh = 0 */
+    uint32_t sel01, sel23;
+
+    __device__ __forceinline__ kv8_vt_places(uint32_t stage, int wtid)
+    {
+        const int G = wtid & 3, x = (wtid >> 2) & 3;
+        const int c = kv8b_piece(wtid);
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int rx = r ^ x;
+                vt[r][i] = stage + VT_OFF + (16 * c + 4 * i + rx) * BN
+                    + ((G ^ (2 * i + (rx >> 1))) << 4);
+            }
+        sel01 = (uint32_t)(x | (4 + x) << 4 | (1 ^ x) << 8
+                           | (4 + (1 ^ x)) << 12);
+        sel23 = (uint32_t)((2 ^ x) | (4 + (2 ^ x)) << 4 | (3 ^ x) << 8
+                           | (4 + (3 ^ x)) << 12);
+    }
+};
+
+static __device__ __forceinline__ void
+kv8_vt_step(const kv8_vt_places &pl, int hh, int i,
+            const uint32_t (&w)[KV8B_TOKENS])
+{
+    uint32_t t4[4][4]; /* [K positions 4 k ..][row step r] */
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        transpose4x4(t4[k], w[4 * k], w[4 * k + 1], w[4 * k + 2],
+                     w[4 * k + 3], pl.sel01, pl.sel23);
 #pragma unroll
     for (int r = 0; r < 4; ++r)
+        st_shared_v4(pl.vt[r][i] + 8 * hh * BN, t4[0][r], t4[1][r],
+                     t4[2][r], t4[3][r]);
+}
+
+/* V^T into the stage at `stage` from the pieces in registers
+ * (kv8b_fetch_v). */
+static __device__ __forceinline__ void
+kv8_transpose(uint32_t stage, const uint4 (&v)[KV8B_TOKENS], int wtid)
+{
+    const kv8_vt_places pl(stage, wtid);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            const int rx = r ^ x;
-            vt[r][i] = stage + VT_OFF + (16 * c + 4 * i + rx) * BN
-                + ((G ^ (2 * i + (rx >> 1))) << 4);
+            uint32_t w[KV8B_TOKENS];
+#pragma unroll
+            for (int j = 0; j < KV8B_TOKENS; ++j)
+                w[j] = (&v[j].x)[2 * hh + i];
+            kv8_vt_step(pl, hh, i, w);
         }
-    const uint32_t sel01 = (uint32_t)(x | (4 + x) << 4 | (1 ^ x) << 8
-                                      | (4 + (1 ^ x)) << 12);
-    const uint32_t sel23 = (uint32_t)((2 ^ x) | (4 + (2 ^ x)) << 4
-                                      | (3 ^ x) << 8 | (4 + (3 ^ x)) << 12);
+}
+
+/* V^T of the stage at `stage` (`stage_p`, its generic address, for the
+ * loads) from the pieces this thread's own cp.async put there (after its
+ * wait), 8 bytes a token at a time. */
+static __device__ __forceinline__ void
+kv8_transpose_stage(uint32_t stage, const unsigned char *stage_p, int wtid)
+{
+    const kv8_vt_places pl(stage, wtid);
+    const uint32_t sw0 = kv8b_sw0(wtid);
+    const unsigned char *src[4];
+#pragma unroll
+    for (int J = 0; J < 4; ++J)
+        src[J] = stage_p + (sw0 ^ (J << 4));
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         uint2 v[KV8B_TOKENS];
@@ -269,16 +370,11 @@ kv8_transpose(uint32_t stage, const unsigned char *stage_p, int wtid)
                                     + 8 * hh);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            uint32_t t4[4][4]; /* [K positions 4 k ..][row step r] */
+            uint32_t w[KV8B_TOKENS];
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-                transpose4x4(t4[k], (&v[4 * k].x)[i], (&v[4 * k + 1].x)[i],
-                             (&v[4 * k + 2].x)[i], (&v[4 * k + 3].x)[i],
-                             sel01, sel23);
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                st_shared_v4(vt[r][i] + 8 * hh * BN, t4[0][r], t4[1][r],
-                             t4[2][r], t4[3][r]);
+            for (int j = 0; j < KV8B_TOKENS; ++j)
+                w[j] = (&v[j].x)[i];
+            kv8_vt_step(pl, hh, i, w);
         }
     }
 }
