@@ -17,10 +17,12 @@
  *    same five-block layout): S = Q K^T is 18 k32 steps.
  *  - V: P V's K dimension is the tokens, so V must be read as V^T, each
  *    V column's 64 tokens contiguous: the loading warpgroup transposes
- *    the first 512 bytes of each token it copied (kv8_transpose, 4 x 4
- *    byte blocks through prmt) into the stage's V^T, [512][64 B] under
- *    the 64-byte swizzle.  It reads back only the pieces it copied
- *    itself, so its own cp.async wait is all the hand-off needs.
+ *    the first 512 bytes of each token it copies (4 x 4 byte blocks
+ *    through prmt) into the stage's V^T, [512][64 B] under the 64-byte
+ *    swizzle.  Where a tile lies within one page it fetches those bytes
+ *    into registers a tile ahead (kv8b_fetch_v, kv8_transpose);
+ *    elsewhere it reads back the pieces it copied itself, so its own
+ *    cp.async wait is all the hand-off needs (kv8_transpose_stage).
  *  - P: WG0's weights (at most 256: e4m3's range holds them, never
  *    saturated) rounded to e4m3 into the [64][64 B] P tile, 64-byte
  *    swizzle.  The order of the 64 tokens along K is P's and V^T's
@@ -242,10 +244,10 @@ transpose4x4(uint32_t (&out)[4], uint32_t a0, uint32_t a1, uint32_t a2,
 
 /* Where a tile lies within one page, WG1 fetches a tile's V pieces into
  * its registers a tile ahead and transposes them from there; elsewhere
- * it transposes from the stage once its copy has landed: the fetch
- * would wait on the tile's block-table reads, issued in the same
- * iteration, and took 1.06x the time at PAGE 1 (H100, H=8 R=8 past 32k
- * rows 65), where at PAGE 64 it took 0.86-0.96x. */
+ * it transposes from the stage once its copy has landed: there the
+ * fetch waits on the tile's block-table reads, issued in the same
+ * iteration, and took more time than the read-back (docs/performance.md,
+ * the table of ideas tried). */
 constexpr bool KV8_V_AHEAD = PAGE % BN == 0;
 
 /* This thread's V piece c of its 16 tokens of tile t, from the cache
