@@ -95,11 +95,18 @@ static int run_case(const char *spec) {
     std::vector<uint16_t> kv((size_t)n_pages * PAGE * D_QK), q((size_t)R * ROWS * D_QK);
     for (auto &x : kv) x = kv_elem(&sd);
     for (auto &x : q) x = ref_f32_to_bf16(ref_attn_randf(&sd));
+    double vmax = 0;
+    for (size_t i = 0; i < kv.size(); i++) vmax = std::max(vmax, fabs(kv_value(kv, i, kv_scale)));
+    // a request's slots past its end hold NaN: what a tile reads there
+    // must be zero-filled, never multiplied by its zero weights
+    for (int r = 0; r < R; r++)
+        for (int pos = std::max(past[r], 0) + std::max(nn[r], 0); pos < max_pages * PAGE; pos++) {
+            size_t row = ((size_t)bt[(size_t)r * max_pages + pos / PAGE] * PAGE + pos % PAGE) * D_QK;
+            for (int d = 0; d < D_QK; d++) kv[row + d] = KV_E4M3 ? 0x7f : 0x7fc0;
+        }
     std::vector<uint8_t> kv8(KV_E4M3 ? kv.size() : 0);
     for (size_t i = 0; i < kv8.size(); i++) kv8[i] = (uint8_t)kv[i];
     const void *kvp = KV_E4M3 ? (const void *)kv8.data() : (const void *)kv.data();
-    double vmax = 0;
-    for (size_t i = 0; i < kv.size(); i++) vmax = std::max(vmax, fabs(kv_value(kv, i, kv_scale)));
     std::vector<uint32_t> mask((size_t)R * N_MAX * W);
     for (int r = 0; r < R; r++) ref_attn_random_tree(&mask[(size_t)r * N_MAX * W], nullptr, nn[r], N_MAX, &sd);
     // bits past a request's tree are garbage the kernel must ignore
