@@ -139,6 +139,19 @@ kv8b_sw0(int wtid)
     return sw_piece(BN, kv8b_tt(wtid), kv8b_piece(wtid));
 }
 
+/* The four bases of this thread's pieces at `base` (a shared-memory
+ * offset or a generic pointer): token j's piece is at
+ * b[kv8b_jx(j)] + 128 kv8b_cj(j). */
+template <class T>
+static __device__ __forceinline__ void
+kv8b_bases(T (&b)[4], T base, int wtid)
+{
+    const uint32_t sw0 = kv8b_sw0(wtid);
+#pragma unroll
+    for (int J = 0; J < 4; ++J)
+        b[J] = base + (sw0 ^ (J << 4));
+}
+
 /* The pages of this thread's tokens of tile t (-1: past `total`), read a
  * tile before the copy (as kv_rows).  When a tile lies within one page
  * (PAGE % BN == 0) page[0] is the tile's and the rest are unused. */
@@ -183,11 +196,8 @@ kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
                int total, const uint8_t *__restrict__ kv, int wtid)
 {
     const int c = kv8b_piece(wtid), tt = kv8b_tt(wtid);
-    const uint32_t sw0 = kv8b_sw0(wtid);
     uint32_t d[4];
-#pragma unroll
-    for (int J = 0; J < 4; ++J)
-        d[J] = dst + (sw0 ^ (J << 4));
+    kv8b_bases(d, dst, wtid);
     /* Within one page (PAGE % BN == 0) a token past the end is still in
      * the tile's page, so its address is in the cache and only the size
      * says "none": one base, and j's offsets as immediates.  Elsewhere its
@@ -276,11 +286,8 @@ kv8b_fetch_v(uint4 (&v)[KV8B_TOKENS], const int (&page)[KV8B_PAGES], int t,
 static __device__ __forceinline__ void
 kv8b_read_v(uint4 (&v)[KV8B_TOKENS], const unsigned char *stage_p, int wtid)
 {
-    const uint32_t sw0 = kv8b_sw0(wtid);
     const unsigned char *src[4];
-#pragma unroll
-    for (int J = 0; J < 4; ++J)
-        src[J] = stage_p + (sw0 ^ (J << 4));
+    kv8b_bases(src, stage_p, wtid);
 #pragma unroll
     for (int j = 0; j < KV8B_TOKENS; ++j)
         v[j] = *(const uint4 *)(src[kv8b_jx(j)] + 128 * kv8b_cj(j));
@@ -358,11 +365,8 @@ static __device__ __forceinline__ void
 kv8_transpose_stage(uint32_t stage, const unsigned char *stage_p, int wtid)
 {
     const kv8_vt_places pl(stage, wtid);
-    const uint32_t sw0 = kv8b_sw0(wtid);
     const unsigned char *src[4];
-#pragma unroll
-    for (int J = 0; J < 4; ++J)
-        src[J] = stage_p + (sw0 ^ (J << 4));
+    kv8b_bases(src, stage_p, wtid);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         uint2 v[KV8B_TOKENS];
