@@ -20,12 +20,23 @@
 // another warp still reads shows up); either way the race checker counts
 // them written only at the wait.
 #pragma once
+#include <type_traits>
 #include <unordered_map>
 
-struct emu_opnd { void *p; uint64_t v; int size; };
+// An operand: p, where an output goes; v, the value (of an input, or an
+// in-out's at the statement); in, where an input that is a variable lives,
+// for an instruction that goes on reading its register after the statement
+// (wgmma's A fragment: a write to it before the wait is an error), null
+// for a temporary, which nothing can write and whose address would dangle.
+struct emu_opnd { void *p; uint64_t v; int size; const void *in = nullptr; };
 template <class T> static inline emu_opnd EMU_OUT(T &x) { return emu_opnd{(void *)&x, 0, (int)sizeof(T)}; }
 template <class T> static inline emu_opnd EMU_INOUT(T &x) { emu_opnd o{(void *)&x, 0, (int)sizeof(T)}; memcpy(&o.v, &x, sizeof(T)); return o; }
-template <class T> static inline emu_opnd EMU_IN(const T &x) { emu_opnd o{nullptr, 0, (int)sizeof(T)}; memcpy(&o.v, &x, sizeof(T) < 8 ? sizeof(T) : 8); return o; }
+template <class T> static inline emu_opnd EMU_IN(T &&x) {
+    typedef typename std::remove_reference<T>::type U;
+    emu_opnd o{nullptr, 0, (int)sizeof(U), std::is_lvalue_reference<T>::value ? (const void *)&x : nullptr};
+    memcpy(&o.v, &x, sizeof(U) < 8 ? sizeof(U) : 8);
+    return o;
+}
 
 // global ranges a cp.async may read (registered by the test; none = no check)
 inline std::vector<std::pair<const void *, size_t>> emu_global_ranges;

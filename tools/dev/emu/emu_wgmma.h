@@ -1,6 +1,7 @@
 // emu_wgmma.h: Hopper's warpgroup MMA, wgmma.mma_async m64nNkK with both
-// operands in shared memory (matrix descriptors), f32 accumulators, and
-// wgmma.fence / commit_group / wait_group.
+// operands in shared memory (matrix descriptors) or A in registers and B
+// in shared memory (the RS form), f32 accumulators, and wgmma.fence /
+// commit_group / wait_group.
 //
 // A warpgroup (128 consecutive threads, the first a multiple of 128)
 // issues each wgmma together: every thread of it must issue the same
@@ -13,12 +14,28 @@
 //                   accumulator read before it, gives wrong numbers;
 //   eager           at issue, as soon as all 128 have issued it.
 // Either way: a wgmma needs a wgmma.fence after the thread's last
-// wait_group (and before its first wgmma); an accumulator register that
-// changes between issue and wait_group is an error; a thread may not exit
-// with a wgmma in flight; and the race checker (emu_race.h) sees the
-// operands read from the full issue (the join of the 128 issuers' clocks,
-// which must hold every write and its fence.proxy.async) until the last
-// of the 128 has waited (no write may land in between).
+// wait_group (and before its first wgmma); an accumulator register, or a
+// register of A in the RS form, that changes between issue and wait_group
+// is an error; a thread may not exit with a wgmma in flight; and the race
+// checker (emu_race.h) sees the shared operands read from the full issue
+// (the join of the 128 issuers' clocks, which must hold every write and
+// its fence.proxy.async) until the last of the 128 has waited (no write
+// may land in between).
+//
+// The RS form, "{d...}, {a0, a1, a2, a3}, b-desc, p, imm-scale-a,
+// imm-scale-b" and, for 16-bit A and B, ", imm-trans-b" (A in registers
+// has no imm-trans-a): each warp holds its 16 rows of A as mma.sync holds
+// its A, four 32-bit registers a thread, lowest element first.  Element
+// i (of E = 4 / size, size the element's bytes) of register r (0..3) of
+// thread (warp w, lane l) is
+//   A[16 w + l / 4 + 8 (r % 2)][E (l % 4) + i + (K / 2) (r / 2)]
+// The hardware may read a thread's registers until that thread's
+// wait_group retires the wgmma, so each thread's values are recorded at
+// its issue (they differ between threads; the rest of the wgmma must
+// not) and used at either moment above; a write to one before the wait
+// is an error, seen where the asm statement passed the register as a
+// variable (a temporary, or a register the asm declares, nothing else
+// can write).
 //
 // Operand addressing, from the PTX ISA's matrix descriptor (start address
 // >> 4 in bits 0-13, leading byte offset >> 4 in 16-29, stride byte offset
@@ -42,14 +59,16 @@
 
 struct emu_wg_op {
     std::string shape;                 // the opcode: shape and formats
+    bool rs = false;                   // A in registers (da, ta unused)
     uint64_t da = 0, db = 0;
     int scale_d = 0, sa = 1, sb = 1, ta = 0, tb = 0;
+    std::vector<uint32_t> ra;          // with rs: [warpgroup thread * 4 + r], A at issue
     int issued = 0, done = 0;
     emu_vc vc;                         // join of the issuers' clocks
     std::vector<uint32_t> chunks;      // the 16-byte chunks it reads
     std::vector<uint32_t> waitclk;     // [warpgroup thread]: clock at its wait
     bool same(const emu_wg_op &o) const {
-        return shape == o.shape && da == o.da && db == o.db && scale_d == o.scale_d && sa == o.sa && sb == o.sb && ta == o.ta && tb == o.tb;
+        return shape == o.shape && rs == o.rs && da == o.da && db == o.db && scale_d == o.scale_d && sa == o.sa && sb == o.sb && ta == o.ta && tb == o.tb;
     }
 };
 struct emu_wg_log {
@@ -59,15 +78,17 @@ struct emu_wg_log {
     std::deque<emu_wg_op> ops;
 };
 
-// This thread's wgmma: its place in the warpgroup's sequence and its
-// accumulator registers.
-struct emu_wg_mine { uint64_t seq; std::vector<float *> d; };
+// This thread's wgmma: its place in the warpgroup's sequence, its
+// accumulator registers, and (RS form) its A registers that are variables.
+struct emu_wg_mine { uint64_t seq; std::vector<float *> d; std::vector<const uint32_t *> a; };
 inline thread_local std::vector<emu_wg_mine> emu_wg_open;             // not committed
 inline thread_local std::deque<std::vector<emu_wg_mine>> emu_wg_groups; // committed
 inline thread_local uint64_t emu_wg_seq;
 inline thread_local bool emu_wg_fenced;
 // accumulator registers of wgmma in flight, and the value each must keep
 inline thread_local std::vector<std::pair<float *, uint32_t>> emu_wg_regs;
+// A registers of wgmma in flight (RS form), and the value each had at issue
+inline thread_local std::vector<std::pair<const uint32_t *, uint32_t>> emu_wg_aregs;
 inline int emu_wg_eager = emu_eager("EMU_WGMMA");
 
 static inline emu_wg_log &emu_wg_mylog() { return emu_blk->wg[threadIdx.x / 128]; }
@@ -113,14 +134,14 @@ static inline void emu_wg_check_desc(const emu_asm_state &s, uint64_t desc, cons
     if (desc >> 49 & 7) emu_die(std::string("wgmma ") + which + " descriptor has a base offset (not emulated)", s.stmt);
 }
 
-// The shared chunks op reads (for the race checker), and its bounds and
-// alignment, once a warpgroup.
+// The shared chunks op reads (for the race checker: B's, and A's unless
+// it is in registers), and their bounds and alignment, once a warpgroup.
 static inline void emu_wg_operands(emu_wg_op &op, const emu_asm_state &s) {
     int N, K; emu_fmt fa, fb;
     emu_wg_shape(s, op.shape, N, K, fa, fb);
     const int size = emu_fmt_bits(fa) / 8;
     std::vector<uint32_t> &c = op.chunks;
-    for (int m = 0; m < 64; m++)
+    for (int m = 0; m < 64 && !op.rs; m++)
         for (int k = 0; k < K; k++) {
             uint32_t a = emu_wg_addr(op.da, m, k, size, !op.ta);
             emu_smem_ptr(a, size, size);
@@ -136,8 +157,18 @@ static inline void emu_wg_operands(emu_wg_op &op, const emu_asm_state &s) {
     c.erase(std::unique(c.begin(), c.end()), c.end());
 }
 
+// The code of A[m][k] in the registers the warpgroup's threads issued op
+// with (the fragment in the header comment, solved for the thread, the
+// register and the element).
+static inline uint32_t emu_wg_afrag(const emu_wg_op &o, int m, int k, int K, int size) {
+    const int E = 4 / size, t = 32 * (m / 16) + 4 * (m % 8) + k % (K / 2) / E, r = m % 16 / 8 + 2 * (k / (K / 2));
+    const int bits = 8 * size;
+    return o.ra[4 * t + r] >> (bits * (k % E)) & ((1u << bits) - 1);
+}
+
 // This thread's part of op: its accumulator fragment, from shared memory
-// as it is at the call, once all 128 threads have issued op.
+// as it is at the call (and A's registers as they were at issue), once
+// all 128 threads have issued op.
 static inline void emu_wg_exec(const emu_wg_mine &mine, const emu_asm_state &s) {
     emu_wg_log &lg = emu_wg_mylog();
     pthread_mutex_lock(&lg.mu);
@@ -157,7 +188,10 @@ static inline void emu_wg_exec(const emu_wg_mine &mine, const emu_asm_state &s) 
     };
     double arow[2][32], bcol[64][32];
     for (int h = 0; h < 2; h++)
-        for (int k = 0; k < K; k++) arow[h][k] = o.sa * elem(o.da, fa, 16 * w + l / 4 + 8 * h, k, !o.ta);
+        for (int k = 0; k < K; k++) {
+            const int m = 16 * w + l / 4 + 8 * h;
+            arow[h][k] = o.sa * (o.rs ? emu_decode(fa, emu_wg_afrag(o, m, k, K, size)) : elem(o.da, fa, m, k, !o.ta));
+        }
     for (int j = 0; j < N / 8; j++)
         for (int e = 0; e < 2; e++)
             for (int k = 0; k < K; k++) bcol[2 * j + e][k] = o.sb * elem(o.db, fb, 8 * j + 2 * (l % 4) + e, k, !o.tb);
@@ -196,10 +230,13 @@ static inline void emu_wg_done(const emu_wg_mine &mine) {
 }
 
 // Every accumulator register of a wgmma in flight still holds what the
-// last wgmma on it left (or what it held at issue).
+// last wgmma on it left (or what it held at issue), and every A register
+// what it held at issue.
 static inline void emu_wg_check_regs(const emu_asm_state &s) {
     for (auto &r : emu_wg_regs)
         if (__float_as_uint(*r.first) != r.second) emu_die("an accumulator register of a wgmma in flight was written before its wgmma.wait_group", s.stmt);
+    for (auto &r : emu_wg_aregs)
+        if (*r.first != r.second) emu_die("an A register of a wgmma in flight was written before its wgmma.wait_group", s.stmt);
 }
 
 static inline void emu_wg_issue(emu_asm_state &s, const std::string &opc, const std::vector<std::string> &a) {
@@ -207,23 +244,49 @@ static inline void emu_wg_issue(emu_asm_state &s, const std::string &opc, const 
     if (!emu_wg_fenced) emu_die("wgmma.mma_async without a wgmma.fence since the thread's last wgmma.wait_group", s.stmt);
     int N, K; emu_fmt fa, fb;
     emu_wg_shape(s, opc, N, K, fa, fb);
-    // 16-bit A and B take imm-trans-a and imm-trans-b; 8-bit ones are
-    // always K-major and take none
-    const size_t nargs = emu_fmt_bits(fa) == 16 ? 8 : 6;
+    // A in registers (a vector where the descriptor would be) has no
+    // layout in memory to transpose
+    const bool rs = s.trim(a[1])[0] == '{';
+    // 16-bit A and B take imm-trans-a and imm-trans-b (RS: imm-trans-b
+    // only); 8-bit ones are always K-major and take none
+    const size_t nargs = emu_fmt_bits(fa) == 16 ? (rs ? 7 : 8) : 6;
     if (a.size() != nargs) emu_die("wgmma operand count", s.stmt);
-    if (s.trim(a[1])[0] == '{') emu_die("wgmma with A in registers (not emulated)", s.stmt);
     emu_wg_op op;
     op.shape = opc;
-    op.da = s.get(a[1]); op.db = s.get(a[2]);
+    op.rs = rs;
+    if (!rs) op.da = s.get(a[1]);
+    op.db = s.get(a[2]);
     op.scale_d = s.get(a[3]) != 0;
     op.sa = (int)(int64_t)s.get(a[4]); op.sb = (int)(int64_t)s.get(a[5]);
     if (nargs == 8) { op.ta = (int)s.get(a[6]); op.tb = (int)s.get(a[7]); }
+    if (nargs == 7) op.tb = (int)s.get(a[6]);
     if ((op.sa != 1 && op.sa != -1) || (op.sb != 1 && op.sb != -1) || op.ta >> 1 || op.tb >> 1) emu_die("wgmma immediates", s.stmt);
-    emu_wg_check_desc(s, op.da, "A");
+    if (!rs) emu_wg_check_desc(s, op.da, "A");
     emu_wg_check_desc(s, op.db, "B");
     std::vector<std::string> dv = s.vec(a[0]);
     if ((int)dv.size() != N / 2) emu_die("wgmma accumulator count (N/2 f32 registers)", s.stmt);
-    emu_wg_mine mine{emu_wg_seq++, {}};
+    emu_wg_mine mine{emu_wg_seq++, {}, {}};
+    // A's registers: their values now, which the hardware may read until
+    // the wait, and where those the statement passed as variables live
+    // (a register the asm declares, or a temporary, dies with the statement)
+    uint32_t av[4] = {};
+    if (rs) {
+        std::vector<std::string> v = s.vec(a[1]);
+        if (v.size() != 4) emu_die("wgmma A fragment count (4 32-bit registers)", s.stmt);
+        for (int i = 0; i < 4; i++) {
+            const std::string t = s.trim(v[i]);
+            av[i] = (uint32_t)s.get(t);
+            if (t[0] != '%' || !isdigit((unsigned char)t[1])) continue;
+            const emu_opnd &o = s.ops[std::stoul(t.substr(1))];
+            if (o.size != 4) emu_die("wgmma A operand not a 32-bit register", s.stmt);
+            const uint32_t *p = (const uint32_t *)(o.p ? o.p : o.in);
+            if (!p) continue;
+            mine.a.push_back(p);
+            bool known = false;
+            for (auto &r : emu_wg_aregs) if (r.first == p) known = true;
+            if (!known) emu_wg_aregs.push_back({p, av[i]});
+        }
+    }
     for (auto &t : dv) {
         emu_opnd &o = s.out(t);
         if (o.size != 4) emu_die("wgmma accumulator not a 32-bit register", s.stmt);
@@ -241,12 +304,14 @@ static inline void emu_wg_issue(emu_asm_state &s, const std::string &opc, const 
     if (i > lg.ops.size()) emu_die("wgmma sequence out of step", s.stmt);
     if (i == lg.ops.size()) { // the first of the warpgroup to issue it
         op.waitclk.assign(128, 0);
+        if (rs) op.ra.assign(4 * 128, 0);
         emu_wg_operands(op, s);
         lg.ops.push_back(op);
     } else if (!lg.ops[i].same(op)) {
         emu_die("wgmma differs from what the warpgroup's other threads issued (descriptors, shape or immediates)", s.stmt);
     }
     emu_wg_op &q = lg.ops[i];
+    if (rs) memcpy(&q.ra[4 * (threadIdx.x % 128)], av, sizeof av);
     if (emu_race_on) emu_vc_join(q.vc, emu_myvc);
     if (++q.issued == 128) {
         // the hardware may read the operands from here on: every write to
@@ -277,15 +342,20 @@ static inline void emu_wg_wait(emu_asm_state &s, size_t keep) {
         emu_wg_groups.pop_front();
     }
     // registers no wgmma in flight uses any more
-    std::vector<std::pair<float *, uint32_t>> live;
-    for (auto &r : emu_wg_regs) {
-        bool used = false;
-        for (auto &m : emu_wg_open) used |= std::find(m.d.begin(), m.d.end(), r.first) != m.d.end();
-        for (auto &g : emu_wg_groups)
-            for (auto &m : g) used |= std::find(m.d.begin(), m.d.end(), r.first) != m.d.end();
-        if (used) live.push_back(r);
-    }
-    emu_wg_regs.swap(live);
+    auto prune = [](auto &regs, auto field) {
+        std::remove_reference_t<decltype(regs)> live;
+        for (auto &r : regs) {
+            bool used = false;
+            auto uses = [&](const emu_wg_mine &m) { auto &v = m.*field; return std::find(v.begin(), v.end(), r.first) != v.end(); };
+            for (auto &m : emu_wg_open) used |= uses(m);
+            for (auto &g : emu_wg_groups)
+                for (auto &m : g) used |= uses(m);
+            if (used) live.push_back(r);
+        }
+        regs.swap(live);
+    };
+    prune(emu_wg_regs, &emu_wg_mine::d);
+    prune(emu_wg_aregs, &emu_wg_mine::a);
     emu_wg_fenced = false;
 }
 

@@ -1,6 +1,7 @@
 // t_ptx.cc: the PTX interpreter's own tests (tools/dev/emu/run.sh builds
-// and runs it): element formats and conversions, mma.sync and wgmma
-// against a double product of operands laid out here, from the PTX ISA's
+// and runs it): element formats and conversions, mma.sync and wgmma (A in
+// shared memory or in registers) against a double product of operands
+// laid out here, from the PTX ISA's
 // tables and the canonical layouts of the matrix descriptors (written out
 // again, row by row, not through emu_mma.h or emu_wgmma.h), and the
 // errors the emulator must raise (each in a child process that must
@@ -319,6 +320,117 @@ static void t_errors() {
     emu_race_on = false;
 }
 
+// ---- wgmma with A in registers -----------------------------------------
+// "{d...}, {a0, a1, a2, a3}, b-desc, p, 1, 1[, imm-trans-b]"
+static std::string wg_rs_tmpl(int N, const char *types, bool trans) {
+    const int nd = N / 2;
+    std::string s = "{ .reg .pred p; setp.ne.b32 p, %" + std::to_string(nd + (trans ? 6 : 5)) + ", 0; wgmma.mma_async.sync.aligned.m64n" +
+                    std::to_string(N) + "k" + (strstr(types, "e4m3") ? "32" : "16") + ".f32." + types + " {";
+    for (int i = 0; i < nd; i++) s += (i ? ", %" : "%") + std::to_string(i);
+    s += "}, {%" + std::to_string(nd) + ", %" + std::to_string(nd + 1) + ", %" + std::to_string(nd + 2) + ", %" + std::to_string(nd + 3) +
+         "}, %" + std::to_string(nd + 4) + ", p, 1, 1";
+    if (trans) s += ", %" + std::to_string(nd + 5);
+    return s + "; }";
+}
+
+struct wgrs_p {
+    const std::vector<unsigned char> *img; // B's shared memory image
+    const char *tmpl; int N, steps, bits, tb; bool trans, bad;
+    const uint32_t *A; int K;              // 64 x K codes, K over all steps
+    uint64_t db; uint32_t bstep;           // B's descriptor start per k step, bytes
+    float *D;                              // 64 x N
+};
+// A's fragment, from the PTX ISA's figures for wgmma's A in registers
+// (each warp's 16 rows as mma.sync's A): thread (warp w, lane l, g = l / 4,
+// q = l % 4), register r, element i (lowest bits first) is, in k step s,
+//   8-bit  A[16 w + g + 8 (r % 2)][32 s + 4 q + i + 16 (r / 2)]
+//   16-bit A[16 w + g + 8 (r % 2)][16 s + 2 q + i + 8 (r / 2)]
+// With `bad`, one thread writes a register of A between the issue and the
+// wait.
+static void k_wgrs(wgrs_p p) {
+    unsigned char *sm = emu_dyn_smem;
+    if (threadIdx.x == 0) memcpy(sm, p.img->data(), p.img->size());
+    __syncthreads();
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, q = l % 4, e = 32 / p.bits, ks = 8 * e;
+    uint32_t a[4][4] = {};
+    for (int s = 0; s < p.steps; s++)
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < e; i++) {
+                const int m = 16 * w + g + 8 * (r % 2), k = ks * s + (e == 4 ? 4 * q + i + 16 * (r / 2) : 2 * q + i + 8 * (r / 2));
+                a[s][r] |= p.A[m * p.K + k] << (p.bits * i);
+            }
+    float d[128];
+    for (int i = 0; i < 128; i++) d[i] = 7.0f; // scale-d = 0 ignores it
+    emu_asm("wgmma.fence.sync.aligned;", {});
+    for (int s = 0; s < p.steps; s++) {
+        std::vector<emu_opnd> o;
+        for (int i = 0; i < p.N / 2; i++) o.push_back(EMU_INOUT(d[i]));
+        for (int r = 0; r < 4; r++) o.push_back(EMU_IN(a[s][r])); // variables, as a kernel's "r" operands
+        uint64_t db = p.db + (s * p.bstep >> 4);
+        int acc = s > 0;
+        o.push_back(EMU_IN(db));
+        if (p.trans) o.push_back(EMU_IN(p.tb));
+        o.push_back(EMU_IN(acc));
+        emu_asm(p.tmpl, o.data(), o.size());
+    }
+    emu_asm("wgmma.commit_group.sync.aligned;", {});
+    if (p.bad && threadIdx.x == 37) a[0][2] ^= 1;
+    emu_asm("wgmma.wait_group.sync.aligned 0;", {});
+    for (int j = 0; j < p.N / 8; j++)
+        for (int h = 0; h < 2; h++)
+            for (int x = 0; x < 2; x++) p.D[(16 * w + l / 4 + 8 * h) * p.N + 8 * j + 2 * (l % 4) + x] = d[4 * j + 2 * h + x];
+}
+
+// D = A B^T (A 64 x K in registers, B N x K logical in shared memory with
+// layout lb), `steps` k steps of 32 bytes, under both wgmma modes.  A's
+// elements are distinct where the format has the codes for it (bf16:
+// all 64 K of them), else within each row (e4m3), and never 0: an
+// element taken from the wrong thread, register or byte changes the sums.
+// With `bad`, the launch must abort with the error of a written A register.
+static void t_wgmma_rs(int N, emu_fmt f, layout lb, int steps, bool bad, const char *what) {
+    const int size = emu_fmt_bits(f) / 8, K = 32 / size * steps;
+    const bool trans = size == 2;
+    const std::string tmpl = wg_rs_tmpl(N, f == EMU_BF16 ? "bf16.bf16" : "e4m3.e4m3", trans);
+    std::vector<uint32_t> pool;
+    for (uint32_t c = 0; c < 1u << (8 * size); c++) {
+        const double v = emu_decode(f, c);
+        if (!isnan(v) && v != 0 && fabs(v) <= 2) pool.push_back(c);
+    }
+    std::vector<uint32_t> A(64 * K), B(N * K);
+    const bool all = pool.size() >= A.size();
+    for (int m = 0; m < 64; m++) {
+        if (!all || m == 0) std::shuffle(pool.begin(), pool.end(), rng);
+        for (int k = 0; k < K; k++) A[m * K + k] = pool[all ? m * K + k : k];
+    }
+    for (auto &x : B) x = code_of(f);
+    const uint32_t b0 = 1024; // 1024-aligned
+    std::vector<unsigned char> img(b0 + 65536 - EMU_SMEM_DYN, 0);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) memcpy(&img[b0 - EMU_SMEM_DYN + place(lb, n, k, size)], &B[n * K + k], size);
+    const uint32_t bstep = place(lb, 0, 32 / size, size) - place(lb, 0, 0, size);
+    const int mode = emu_wg_eager;
+    for (int eager = 0; eager < 2; eager++) {
+        emu_wg_eager = eager;
+        std::vector<float> D(64 * N, NAN);
+        wgrs_p p{&img, tmpl.c_str(), N, steps, 8 * size, 0, trans, bad, A.data(), K, desc(b0, lb), bstep, D.data()};
+        if (bad) {
+            expect_die("an A register of a wgmma in flight was written before its wgmma.wait_group",
+                       [&] { emu_launch_grid(k_wgrs, p, dim3e{1, 1, 1}, 128, (unsigned)img.size()); });
+            continue;
+        }
+        emu_launch_grid(k_wgrs, p, dim3e{1, 1, 1}, 128, (unsigned)img.size());
+        int wrong = 0;
+        for (int m = 0; m < 64; m++)
+            for (int n = 0; n < N; n++) {
+                double want = 0;
+                for (int k = 0; k < K; k++) want += emu_decode(f, A[m * K + k]) * emu_decode(f, B[n * K + k]);
+                if (fabs(D[m * N + n] - want) > 1e-6 * (fabs(want) + 1)) wrong++;
+            }
+        CHECK(wrong == 0, "wgmma RS %s (%s): %d of %d wrong", what, eager ? "eager" : "lazy", wrong, 64 * N);
+    }
+    emu_wg_eager = mode;
+}
+
 int main() {
     t_formats();
     t_mma(EMU_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};");
@@ -332,6 +444,9 @@ int main() {
     t_wgmma(64, EMU_BF16, mn64, mnint, 2, "bf16 MN-major 64B x MN-major interleaved");
     t_wgmma(64, EMU_E4M3, k128, k128, 4, "e4m3 K-major 128B");
     t_wgmma(128, EMU_E4M3, k32, kint, 1, "e4m3 K-major 32B x interleaved, n128");
+    t_wgmma_rs(64, EMU_E4M3, k64, 2, false, "m64n64k32 e4m3, B K-major 64B");
+    t_wgmma_rs(64, EMU_BF16, k128, 4, false, "m64n64k16 bf16, B K-major 128B");
+    t_wgmma_rs(64, EMU_BF16, k128, 1, true, "bf16, an A register written before the wait");
     t_errors();
     printf("t_ptx: %d checks, %d failed  %s\n", checks, fails, fails ? "FAIL" : "ok");
     return fails != 0;
