@@ -167,20 +167,18 @@ typedef uint16_t kdt_attn_wg_qtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BM][64];
 typedef uint16_t kdt_attn_wg_kvtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BN][64];
 
 /* The FP8 arithmetic (MATH = e4m3, mode b) on the same plan: wgmma's
- * e4m3 form reads both operands K-major, 32 bytes a k step.  Q and each
- * KV tile are their e4m3 bytes (576 a row) in the 128-byte-swizzled
- * K-major layout, five 128-byte column blocks [rows][128 B] of which the
- * fifth holds k_pe's 64 bytes a row in its first half (the other half is
- * never written or read); V^T, a stage's first 512 dims with the tokens
- * contiguous (the K dimension of P V), [512][64 B] under the 64-byte
- * swizzle, the 16-byte piece c of row d at piece c ^ ((d / 2) % 4).  A
- * stage is exactly a bf16 tile's size, and the e4m3 Q tile fits in the
- * bf16 one's place. */
+ * e4m3 form reads a shared-memory operand K-major, 32 bytes a k step.  Q
+ * and each KV tile are their e4m3 bytes (576 a row) in the
+ * 128-byte-swizzled K-major layout, five 128-byte column blocks
+ * [rows][128 B] of which the fifth holds k_pe's 64 bytes a row in its
+ * first half (the other half is never written or read).  A stage keeps a
+ * bf16 tile's stride (the bf16 Q tile is staged in the second before it
+ * is quantized); the rest of its room is spare. */
 #define KDT_ATTN_WG8_KBLK 5
 typedef uint8_t kdt_attn_wg8_tile[KDT_ATTN_WG8_KBLK][KDT_ATTN_WG_BN][128];
 typedef struct kdt_attn_wg8_stage {
     kdt_attn_wg8_tile k;
-    uint8_t vt[KDT_ATTN_D_V][KDT_ATTN_WG_BN];
+    uint8_t spare[sizeof(kdt_attn_wg_kvtile) - sizeof(kdt_attn_wg8_tile)];
 } kdt_attn_wg8_stage;
 
 /* A cluster's share of the merge: a block's normalised partial rows (f32)
@@ -235,9 +233,8 @@ static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
                   && sizeof(((kdt_attn_wg_smem *)0)->p) ==
                   sizeof(((kdt_attn_wg_smem *)0)->p.p16),
               "the e4m3 Q tile and P take no room of their own");
-static_assert(KDT_OFFSETOF(kdt_attn_wg8_stage, vt) % KDT_ATTN_WG_ALIGN == 0 &&
-                  KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones) % 512 == 0,
-              "V^T and the ones start on a (64-byte) swizzle pattern");
+static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones) % 512 == 0,
+              "the ones start on a 64-byte swizzle pattern");
 static_assert(sizeof(kdt_attn_wg_qtile) % KDT_ATTN_WG_ALIGN == 0 &&
                   sizeof(kdt_attn_wg_kvtile) % KDT_ATTN_WG_ALIGN == 0,
               "swizzled tiles are whole 1024-byte patterns");

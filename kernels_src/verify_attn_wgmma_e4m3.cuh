@@ -6,7 +6,7 @@
  * loop and its barriers are that file's, these are the phases that
  * differ.
  *
- * FP8 wgmma reads both operands K-major from shared memory (no
+ * FP8 wgmma reads an operand from shared memory K-major only (no
  * transposed form), which shapes everything here:
  *  - Q (q_to_e4m3): the bf16 Q tile lands in the second KV stage (free
  *    until the loop starts), and each row is quantized with its own scale
@@ -15,14 +15,12 @@
  *    row's logits are then multiplied by max |q| / 448 (q_unscale).
  *  - K: a tile's e4m3 bytes go into its stage as they are (cp.async, the
  *    same five-block layout): S = Q K^T is 18 k32 steps.
- *  - V: P V's K dimension is the tokens, so V must be read as V^T, each
- *    V column's 64 tokens contiguous: the loading warpgroup transposes
- *    the first 512 bytes of each token it copies (4 x 4 byte blocks
- *    through prmt) into the stage's V^T, [512][64 B] under the 64-byte
- *    swizzle.  Where a tile lies within one page it fetches those bytes
- *    into registers a tile ahead (kv8b_fetch_v, kv8_transpose);
- *    elsewhere it reads back the pieces it copied itself, so its own
- *    cp.async wait is all the hand-off needs (kv8_transpose_stage).
+ *  - V: P V's K dimension is the tokens, and a shared-memory operand
+ *    must be K-major, so each warpgroup computes O^T = V^T P^T instead,
+ *    with V^T as the A operand from registers: each thread gathers its
+ *    V^T fragments from the tile's stage (8-byte loads, 4 x 4 byte
+ *    transposes; vt8_gather), P^T is P's tile as it is, and the
+ *    epilogue turns O^T's fragments into O's (pv8t_to_rows).
  *  - P: WG0's weights (at most 256: e4m3's range holds them, never
  *    saturated) rounded to e4m3 into the [64][64 B] P tile, 64-byte
  *    swizzle.  The order of the 64 tokens along K is P's and V^T's
@@ -39,8 +37,6 @@
 constexpr int Q8_PIECES = D_QK / 16;       /* 16-byte e4m3 pieces a row */
 constexpr int V8_PIECES = D_V / 16;        /* of them V's */
 constexpr int K8_STEPS = D_QK / 32;        /* k32 steps of S = Q K^T */
-constexpr int VT_OFF = KDT_OFFSETOF(kdt_attn_wg8_stage, vt);
-constexpr int VT_WG_BYTES = VCOLS * BN;    /* a warpgroup's 256 V^T rows */
 constexpr int ONES_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones);
 /* the bf16 Q tile's staging place: the second KV stage */
 constexpr int QSTAGE_OFF = K_OFF + TILE_BYTES;
@@ -233,156 +229,108 @@ kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
                        ok ? 16 : 0);
 }
 
-/* Bytes b(i) = i ^ x of words a0 .. a3 (K positions 0-3), as out[i] =
- * {a0.b(i), a1.b(i), a2.b(i), a3.b(i)}: a 4 x 4 byte transpose, rows
- * rotated by x (so that the four x of a warp store four different V^T
- * rows at once: bank-free).  sel01 and sel23 pick bytes b(0), b(1) and
- * b(2), b(3) of two words, interleaved. */
+/* Words a0 .. a3 (four K positions) as out[i] = {a0.b(i), a1.b(i),
+ * a2.b(i), a3.b(i)} (byte i of each, lowest first): a 4 x 4 byte
+ * transpose.  The first four perms interleave bytes 0, 1 and 2, 3 of
+ * two words. */
 static __device__ __forceinline__ void
 transpose4x4(uint32_t (&out)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-             uint32_t a3, uint32_t sel01, uint32_t sel23)
+             uint32_t a3)
 {
-    const uint32_t lo01 = __byte_perm(a0, a1, sel01);
-    const uint32_t hi01 = __byte_perm(a0, a1, sel23);
-    const uint32_t lo23 = __byte_perm(a2, a3, sel01);
-    const uint32_t hi23 = __byte_perm(a2, a3, sel23);
+    const uint32_t lo01 = __byte_perm(a0, a1, 0x5140);
+    const uint32_t hi01 = __byte_perm(a0, a1, 0x7362);
+    const uint32_t lo23 = __byte_perm(a2, a3, 0x5140);
+    const uint32_t hi23 = __byte_perm(a2, a3, 0x7362);
     out[0] = __byte_perm(lo01, lo23, 0x5410);
     out[1] = __byte_perm(lo01, lo23, 0x7632);
     out[2] = __byte_perm(hi01, hi23, 0x5410);
     out[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
-/* Where a tile lies within one page, WG1 fetches a tile's V pieces into
- * its registers a tile ahead and transposes them from there; elsewhere
- * it transposes from the stage once its copy has landed: there the
- * fetch waits on the tile's block-table reads, issued in the same
- * iteration, and took more time than the read-back (docs/performance.md,
- * the table of ideas tried). */
-constexpr bool KV8_V_AHEAD = PAGE % BN == 0;
-
-/* This thread's V piece c of its 16 tokens of tile t, from the cache
- * into registers (a tile before its V^T is written, so that the
- * transpose never waits for the bytes; KV8_V_AHEAD): zeros past the
- * end, as the copy's zero fill (0 x P, never a NaN). */
-static __device__ __forceinline__ void
-kv8b_fetch_v(uint4 (&v)[KV8B_TOKENS], const int (&page)[KV8B_PAGES], int t,
-             int total, const uint8_t *__restrict__ kv, int wtid)
+/*
+ * P V as O^T = V^T P^T.  FP8 wgmma reads a shared-memory operand K-major
+ * only, and V in the stage is a token's row; but A may come from
+ * registers, in any order the thread gathers it.  So each warpgroup
+ * multiplies V^T, its 256 dims, from registers by P^T (P's rows are its
+ * N, already K-major): 4 m64n64k32 chunks a k32 step, no V^T in shared
+ * memory and no transpose pass.  The order of the dims along M and of
+ * the tokens along K is free (the epilogue writes O by dim; K follows
+ * p8_token, P's order).  Thread (warp w, lane 4 g + q) of warpgroup wg
+ * holds the dims 256 wg + 64 w + 8 g .. + 7, one 8-byte load of a token:
+ * its dim 2 c + h is row 16 w + g + 8 h of chunk c.  Its K positions of
+ * a half, 4 q + u and 16 + 4 q + u (the fragment's), are the tokens
+ * vt8_tt(q) + vt8_cj(half, j) (j = u, then 4 + u): 8 loads, then four
+ * 4 x 4 byte transposes give the 16 registers.  The accumulators:
+ * o[32 c + 4 i + 2 h + e] is O[row 8 i + 2 q + e][that dim 2 c + h].
+ */
+static __host__ __device__ constexpr int
+vt8_tt(int q)
 {
-    const int c = kv8b_piece(wtid);
-    const int room = total - t * BN - kv8b_tt(wtid);
-    const uint8_t *tile = kv + kv8b_row(page[0], t, wtid, 0) + 16 * c;
+    return 16 * (q & 1) + (q & 2);
+}
+
+static __host__ __device__ constexpr int
+vt8_cj(int half, int j)
+{
+    return 32 * half + 8 * ((j >> 1) & 1) + 4 * (j >> 2) + (j & 1);
+}
+
+/* p8_token(32 half + 16 (j / 4) + 4 q + j % 4) = vt8_tt(q) + vt8_cj(half,
+ * j), the thread's bits and j's apart */
+static __host__ __device__ constexpr bool
+vt8_split_holds()
+{
+    for (int half = 0; half < 2; ++half)
+        for (int q = 0; q < 4; ++q)
+            for (int j = 0; j < 8; ++j)
+                if (p8_token(32 * half + 16 * (j >> 2) + 4 * q + (j & 3))
+                        != vt8_tt(q) + vt8_cj(half, j)
+                    || (vt8_tt(q) & vt8_cj(half, j)) != 0)
+                    return false;
+    return true;
+}
+static_assert(vt8_split_holds(), "a thread's V^T tokens: its bits plus j's");
+
+/* The four bases of this thread's V loads in the stage at `stage_p`:
+ * token j's 8 bytes are at b[(cj & 1) | (cj & 4) / 2] + 128 cj (cj =
+ * vt8_cj(half, j)), the swizzle's XOR taking cj's bits 0 and 2. */
+static __device__ __forceinline__ void
+vt8_bases(const unsigned char *(&b)[4], const unsigned char *stage_p,
+          int wg, int wtid)
+{
+    const int w = wtid >> 5, g = (wtid >> 2) & 7, q = wtid & 3;
+    const int blk = 2 * wg + (w >> 1), pc = 4 * (w & 1) + (g >> 1);
+    const unsigned char *row =
+        stage_p + blk * (BN * 128) + 128 * vt8_tt(q) + 8 * (g & 1);
 #pragma unroll
-    for (int j = 0; j < KV8B_TOKENS; ++j) {
-        const bool ok = PAGE % BN == 0 ? kv8b_cj(j) < room : page[j] >= 0;
-        const uint8_t *src = PAGE % BN == 0
-            ? tile + kv8b_cj(j) * D_QK
-            : kv + kv8b_row(page[j], t, wtid, j) + 16 * c;
-        v[j] = ok ? __ldg((const uint4 *)src) : make_uint4(0, 0, 0, 0);
+    for (int X = 0; X < 4; ++X)
+        b[X] = row + ((pc ^ (vt8_tt(q) & 7) ^ ((X & 1) | (X & 2) << 1)) << 4);
+}
+
+/* This thread's V^T fragments of half `half` of the stage `off` bytes
+ * past stage 0 (vt8_bases of stage 0): a[c] for chunk c. */
+static __device__ __forceinline__ void
+vt8_gather(uint32_t (&a)[4][4], const unsigned char *const (&b)[4], int off,
+           int half)
+{
+    uint2 x[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int cj = vt8_cj(half, j);
+        x[j] = *(const uint2 *)(b[(cj & 1) | (cj & 4) >> 1] + off
+                                + 128 * cj);
     }
-}
-
-/* The same pieces from the stage at `stage_p` (a generic address), where
- * this thread's own cp.async put them (after its wait). */
-static __device__ __forceinline__ void
-kv8b_read_v(uint4 (&v)[KV8B_TOKENS], const unsigned char *stage_p, int wtid)
-{
-    const unsigned char *src[4];
-    kv8b_bases(src, stage_p, wtid);
 #pragma unroll
-    for (int j = 0; j < KV8B_TOKENS; ++j)
-        v[j] = *(const uint4 *)(src[kv8b_jx(j)] + 128 * kv8b_cj(j));
-}
-
-/* Phase 2a', MATH = e4m3: this thread's share of V^T, its V piece c of
- * its 16 tokens: 8 dims at a time (hh), they are 16 V^T rows of 16 bytes
- * at the K positions 16 G .., row d = 16 c + 8 hh + 4 i + (r ^ x) at
- * step (hh, i, r), under the 64-byte swizzle: its 16-byte place
- * G ^ ((d / 2) % 4), where (d / 2) % 4 = 2 i + (r ^ x) / 2.
- * Generic-proxy stores: a fence.proxy.async before wgmma reads them.
- * kv8_vt_places gives the rows' places at hh = 0 and the byte
- * selectors; kv8_vt_step writes step (hh, i) from word 2 hh + i of
- * each token's piece. */
-struct kv8_vt_places {
-    uint32_t vt[4][2]; /* row (r ^ x) + 4 i's place, at hh = 0 */
-    uint32_t sel01, sel23;
-
-    __device__ __forceinline__ kv8_vt_places(uint32_t stage, int wtid)
-    {
-        const int G = wtid & 3, x = (wtid >> 2) & 3;
-        const int c = kv8b_piece(wtid);
+    for (int hi = 0; hi < 2; ++hi)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
+        for (int k = 0; k < 2; ++k) { /* K positions 4 q .., 16 + 4 q .. */
+            uint32_t t[4]; /* dims 4 hi + i, 4 tokens each */
+            transpose4x4(t, (&x[4 * k].x)[hi], (&x[4 * k + 1].x)[hi],
+                         (&x[4 * k + 2].x)[hi], (&x[4 * k + 3].x)[hi]);
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int rx = r ^ x;
-                vt[r][i] = stage + VT_OFF + (16 * c + 4 * i + rx) * BN
-                    + ((G ^ (2 * i + (rx >> 1))) << 4);
-            }
-        sel01 = (uint32_t)(x | (4 + x) << 4 | (1 ^ x) << 8
-                           | (4 + (1 ^ x)) << 12);
-        sel23 = (uint32_t)((2 ^ x) | (4 + (2 ^ x)) << 4 | (3 ^ x) << 8
-                           | (4 + (3 ^ x)) << 12);
-    }
-};
-
-static __device__ __forceinline__ void
-kv8_vt_step(const kv8_vt_places &pl, int hh, int i,
-            const uint32_t (&w)[KV8B_TOKENS])
-{
-    uint32_t t4[4][4]; /* [K positions 4 k ..][row step r] */
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-        transpose4x4(t4[k], w[4 * k], w[4 * k + 1], w[4 * k + 2],
-                     w[4 * k + 3], pl.sel01, pl.sel23);
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-        st_shared_v4(pl.vt[r][i] + 8 * hh * BN, t4[0][r], t4[1][r],
-                     t4[2][r], t4[3][r]);
-}
-
-/* V^T into the stage at `stage` from the pieces in registers
- * (kv8b_fetch_v). */
-static __device__ __forceinline__ void
-kv8_transpose(uint32_t stage, const uint4 (&v)[KV8B_TOKENS], int wtid)
-{
-    const kv8_vt_places pl(stage, wtid);
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            uint32_t w[KV8B_TOKENS];
-#pragma unroll
-            for (int j = 0; j < KV8B_TOKENS; ++j)
-                w[j] = (&v[j].x)[2 * hh + i];
-            kv8_vt_step(pl, hh, i, w);
+            for (int i = 0; i < 4; ++i)
+                a[2 * hi + (i >> 1)][(i & 1) + 2 * k] = t[i];
         }
-}
-
-/* V^T of the stage at `stage` (`stage_p`, its generic address, for the
- * loads) from the pieces this thread's own cp.async put there (after its
- * wait), 8 bytes a token at a time. */
-static __device__ __forceinline__ void
-kv8_transpose_stage(uint32_t stage, const unsigned char *stage_p, int wtid)
-{
-    const kv8_vt_places pl(stage, wtid);
-    const unsigned char *src[4];
-    kv8b_bases(src, stage_p, wtid);
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        uint2 v[KV8B_TOKENS];
-#pragma unroll
-        for (int j = 0; j < KV8B_TOKENS; ++j)
-            v[j] = *(const uint2 *)(src[kv8b_jx(j)] + 128 * kv8b_cj(j)
-                                    + 8 * hh);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            uint32_t w[KV8B_TOKENS];
-#pragma unroll
-            for (int j = 0; j < KV8B_TOKENS; ++j)
-                w[j] = (&v[j].x)[i];
-            kv8_vt_step(pl, hh, i, w);
-        }
-    }
 }
 
 /* Phase 1b, MATH = e4m3: the landed bf16 Q tile (at QSTAGE_OFF, the bf16
@@ -478,17 +426,50 @@ softmax_p8_half(const float (&s)[32], const float (&mu)[2],
         st_shared_v4(dst, w[0][0], w[0][1], y0, y1);
 }
 
-/* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, V^T's
- * descriptor `dv0` (the ring's first V^T, a warpgroup's 256 rows `voff`
- * bytes on); ROWSUM (WG0): the row sums l4 too, P times the ones at
- * `dones`, rescaled with O. */
+/* O^T times the rescale factors of its columns (rows 8 i + 2 q + e of
+ * alpha_s, WG0's), unless all are 1 (the lazy maximum: almost every
+ * tile). */
+static __device__ __forceinline__ void
+rescale8t(float (&o)[128], const float *alpha_s, int q)
+{
+    float al[16];
+    bool one = true;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            al[2 * i + e] = alpha_s[8 * i + 2 * q + e];
+            one = one && al[2 * i + e] == 1.f;
+        }
+    if (one)
+        return;
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    o[32 * c + 4 * i + 2 * h + e] *= al[2 * i + e];
+}
+
+/* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, O^T = V^T
+ * P^T with this thread's V^T fragments from the stage `off` bytes past
+ * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first (alpha_s: every row's
+ * factor, published); ROWSUM (WG0): the row sums l4 too, P times the
+ * ones at `dones`, rows r0 (a0) and r0 + 8 (a1) rescaled.  `a` holds the
+ * fragments until pv8_finish: a wgmma reads its registers until then, so
+ * each half has its own. */
 template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1, uint64_t dp,
-          uint64_t dv0, uint64_t dones, uint32_t voff, int half)
+pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1,
+          const float *alpha_s, uint64_t dp, uint64_t dones,
+          const unsigned char *const (&vb)[4], int off, int q, int half,
+          uint32_t (&a)[4][4])
 {
     if (half == 0) {
-        rescale(o, a0, a1);
+        rescale8t(o, alpha_s, q);
         if constexpr (ROWSUM) {
             l4[0] *= a0;
             l4[1] *= a0;
@@ -498,11 +479,15 @@ pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1, uint64_t dp,
         }
         pin(o);
     }
+    vt8_gather(a, vb, off, half);
+    const uint64_t db = desc_add(dp, 32 * half);
     wg_fence();
-    wg_mma_pv8(o, desc_add(dp, 32 * half), desc_add(dv0, voff + 32 * half));
+    wg_mma_pv8t<0>(o, a[0], db);
+    wg_mma_pv8t<1>(o, a[1], db);
+    wg_mma_pv8t<2>(o, a[2], db);
+    wg_mma_pv8t<3>(o, a[3], db);
     if constexpr (ROWSUM)
-        wg_mma_rowsum8(l4, desc_add(dp, 32 * half),
-                       desc_add(dones, 32 * half));
+        wg_mma_rowsum8(l4, db, desc_add(dones, 32 * half));
     wg_commit();
 }
 
@@ -514,4 +499,36 @@ pv8_finish(float (&o)[128], float (&l4)[4])
     pin(o);
     if constexpr (ROWSUM)
         pin(l4);
+}
+
+/* Phase 3a, MATH = e4m3: O^T's fragments to O's (o[4 j + 2 h + e] =
+ * O[r0 + 8 h][256 wg + 8 j + 2 q + e], as the other arithmetics leave it
+ * for the epilogue), through the stages as f32 rows (`ob`, O_LD apart).
+ * The loops' last barriers leave both warpgroups done with the stages:
+ * each waited for the other's last PV. */
+static __device__ __forceinline__ void
+pv8t_to_rows(float (&o)[128], float *ob, int wg, int wtid)
+{
+    const int w = wtid >> 5, g = (wtid >> 2) & 7, q = wtid & 3;
+    constexpr int LD = KDT_ATTN_WG_O_LD;
+    float *dst = ob + 256 * wg + 64 * w + 8 * g;
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                *(float2 *)(dst + (8 * i + 2 * q + e) * LD + 2 * c) =
+                    make_float2(o[32 * c + 4 * i + e],
+                                o[32 * c + 4 * i + 2 + e]);
+    __syncthreads();
+    const float *src = ob + (16 * w + g) * LD + 256 * wg + 2 * q;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float2 v = *(const float2 *)(src + 8 * h * LD + 8 * j);
+            o[4 * j + 2 * h] = v.x;
+            o[4 * j + 2 * h + 1] = v.y;
+        }
 }

@@ -19,6 +19,13 @@ bar_arrive(int id)
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
 }
 
+/* A named barrier of one warpgroup's 128 threads alone. */
+static __device__ __forceinline__ void
+bar_sync_wg(int id)
+{
+    asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory");
+}
+
 /* Generic-proxy writes to shared memory (st.shared, cp.async) made visible
  * to the async proxy that wgmma reads through. */
 static __device__ __forceinline__ void
@@ -230,9 +237,9 @@ wg_mma_pv(float (&d)[128], uint64_t da, uint64_t db)
         : "l"(da), "l"(db));
 }
 
-/* MATH = e4m3: the same products on e4m3 operands, one k32 step (32
- * bytes of each operand's rows) an instruction, both operands K-major
- * (FP8 wgmma has no transposed form: V is read as V^T). */
+/* MATH = e4m3: S on e4m3 operands, one k32 step (32 bytes of each
+ * operand's rows) an instruction, both K-major (FP8 wgmma has no
+ * transposed form). */
 static __device__ __forceinline__ void
 wg_mma_qk8(float (&d)[32], uint64_t da, uint64_t db, int acc)
 {
@@ -246,17 +253,24 @@ wg_mma_qk8(float (&d)[32], uint64_t da, uint64_t db, int acc)
         : "l"(da), "l"(db), "r"(acc));
 }
 
+/* O^T[64 dims of chunk C] += V^T P^T, one k32 step: A (V^T) from this
+ * thread's registers (a[r], byte b: row 16 w + g + 8 (r % 2), K position
+ * 4 q + b + 16 (r / 2) of warp w, lane 4 g + q), B (P^T: P's rows are
+ * its N, K-major) from shared memory; d[32 C ..] the chunk's
+ * accumulators. */
+template <int C>
 static __device__ __forceinline__ void
-wg_mma_pv8(float (&d)[128], uint64_t da, uint64_t db)
+wg_mma_pv8t(float (&d)[128], const uint32_t (&a)[4], uint64_t db)
 {
+    float *dc = d + 32 * C;
     asm volatile(
         "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
-        KDT_WG_D128_REGS
-        "}, %128, %129, p, 1, 1;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+        KDT_WG_D32_REGS
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
         :
-        KDT_WG_D128_OUT(d)
-        : "l"(da), "l"(db));
+        KDT_WG_D32_OUT(dc)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
 /* D (64 x 8) += P times a tile of ones: every column of a row is its
