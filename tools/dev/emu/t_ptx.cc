@@ -168,6 +168,15 @@ static std::string wg_tmpl(int N, const char *types, bool trans) {
     return s + "; }";
 }
 
+// This thread's accumulator fragment into D (64 x N): d[4 j + 2 h + e]
+// is D[16 w + l / 4 + 8 h][8 j + 2 (l % 4) + e].
+static void wg_store_d(float *D, int N, const float *d) {
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    for (int j = 0; j < N / 8; j++)
+        for (int h = 0; h < 2; h++)
+            for (int e = 0; e < 2; e++) D[(16 * w + l / 4 + 8 * h) * N + 8 * j + 2 * (l % 4) + e] = d[4 * j + 2 * h + e];
+}
+
 struct wg_p {
     const std::vector<unsigned char> *img; // the shared memory image
     const char *tmpl; int N, steps, ta, tb; bool trans;
@@ -193,11 +202,7 @@ static void k_wg(wg_p p) {
     }
     emu_asm("wgmma.commit_group.sync.aligned;", {});
     emu_asm("wgmma.wait_group.sync.aligned 0;", {});
-    // d[4 j + 2 h + e] is D[16 w + l / 4 + 8 h][8 j + 2 (l % 4) + e]
-    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    for (int j = 0; j < p.N / 8; j++)
-        for (int h = 0; h < 2; h++)
-            for (int e = 0; e < 2; e++) p.D[(16 * w + l / 4 + 8 * h) * p.N + 8 * j + 2 * (l % 4) + e] = d[4 * j + 2 * h + e];
+    wg_store_d(p.D, p.N, d);
 }
 
 // D = A B^T (A 64 x K, B N x K logical) through wgmma, A and B placed
@@ -376,9 +381,7 @@ static void k_wgrs(wgrs_p p) {
     emu_asm("wgmma.commit_group.sync.aligned;", {});
     if (p.bad && threadIdx.x == 37) a[0][2] ^= 1;
     emu_asm("wgmma.wait_group.sync.aligned 0;", {});
-    for (int j = 0; j < p.N / 8; j++)
-        for (int h = 0; h < 2; h++)
-            for (int x = 0; x < 2; x++) p.D[(16 * w + l / 4 + 8 * h) * p.N + 8 * j + 2 * (l % 4) + x] = d[4 * j + 2 * h + x];
+    wg_store_d(p.D, p.N, d);
 }
 
 // D = A B^T (A 64 x K in registers, B N x K logical in shared memory with
