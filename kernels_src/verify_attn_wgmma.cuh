@@ -1065,12 +1065,13 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
     if constexpr (MATH_E4M3) {
         /* WG0 leaves a loop of tiles having passed one bar.sync fewer
-         * than WG1 (its first tile has one, WG1's two).  compute-sanitizer's
-         * racecheck takes a thread's count of them, whatever their id,
-         * for its place between barriers, and one apart it paired the
-         * stage reads of one warpgroup with the other's writes below
-         * (which the loops' barriers order): one more here evens the
-         * counts. */
+         * than WG1 (its first tile has one, WG1's two).  With the counts
+         * one apart, compute-sanitizer's racecheck reported reads of one
+         * warpgroup against writes of the other that barriers order (of
+         * the stages, and of O's staging below), and each barrier added
+         * moved the pairs as a thread's count of them, whatever their
+         * id, would; with the counts even it reports none.  The barrier
+         * orders nothing the loops do not. */
         if (wg == 0 && b.t1 > b.t0)
             bar_sync_wg(BAR_ALPHA);
         pv8t_to_rows(o, (float *)(smem + K_OFF), wg, wtid);
