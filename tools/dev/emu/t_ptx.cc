@@ -157,14 +157,20 @@ static uint64_t desc(uint32_t addr, const layout &L) {
     return (addr >> 4) | (uint64_t)(L.lbo >> 4) << 16 | (uint64_t)(L.sbo >> 4) << 32 | type << 62;
 }
 
-// "{ .reg .pred p; setp.ne.b32 p, %<N/2+2>, 0; wgmma... {%0..}, %a, %b, p, 1, 1[, %ta, %tb]; }"
-static std::string wg_tmpl(int N, const char *types, bool trans) {
-    const int nd = N / 2;
-    std::string s = "{ .reg .pred p; setp.ne.b32 p, %" + std::to_string(nd + (trans ? 4 : 2)) + ", 0; wgmma.mma_async.sync.aligned.m64n" +
+// "{ .reg .pred p; setp.ne.b32 p, %<last>, 0; wgmma... {%0..}, A, %b, p,
+// 1, 1[, trans]; }": A a descriptor %a with trans "%ta, %tb", or (rs) four
+// registers {%a0..%a3} with trans "%tb" alone; the predicate's operand last.
+static std::string wg_tmpl(int N, const char *types, bool trans, bool rs = false) {
+    const int nd = N / 2, na = rs ? 4 : 1, nt = trans ? (rs ? 1 : 2) : 0;
+    std::string s = "{ .reg .pred p; setp.ne.b32 p, %" + std::to_string(nd + na + 1 + nt) + ", 0; wgmma.mma_async.sync.aligned.m64n" +
                     std::to_string(N) + "k" + (strstr(types, "e4m3") ? "32" : "16") + ".f32." + types + " {";
     for (int i = 0; i < nd; i++) s += (i ? ", %" : "%") + std::to_string(i);
-    s += "}, %" + std::to_string(nd) + ", %" + std::to_string(nd + 1) + ", p, 1, 1";
-    if (trans) s += ", %" + std::to_string(nd + 2) + ", %" + std::to_string(nd + 3);
+    s += "}, ";
+    if (rs) s += "{";
+    for (int i = 0; i < na; i++) s += (i ? ", %" : "%") + std::to_string(nd + i);
+    if (rs) s += "}";
+    s += ", %" + std::to_string(nd + na) + ", p, 1, 1";
+    for (int i = 0; i < nt; i++) s += ", %" + std::to_string(nd + na + 1 + i);
     return s + "; }";
 }
 
@@ -175,6 +181,25 @@ static void wg_store_d(float *D, int N, const float *d) {
     for (int j = 0; j < N / 8; j++)
         for (int h = 0; h < 2; h++)
             for (int e = 0; e < 2; e++) D[(16 * w + l / 4 + 8 * h) * N + 8 * j + 2 * (l % 4) + e] = d[4 * j + 2 * h + e];
+}
+
+// Matrix X (rows x K codes of `size` bytes) into the shared image at
+// address base, laid out by l.
+static void wg_place(std::vector<unsigned char> &img, uint32_t base, layout l, const std::vector<uint32_t> &X, int rows, int K, int size) {
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < K; k++) memcpy(&img[base - EMU_SMEM_DYN + place(l, r, k, size)], &X[r * K + k], size);
+}
+
+// How many of D's 64 x N entries differ from A B^T (exact sums).
+static int wg_wrong(const std::vector<float> &D, const std::vector<uint32_t> &A, const std::vector<uint32_t> &B, int N, int K, emu_fmt f) {
+    int wrong = 0;
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < N; n++) {
+            double want = 0;
+            for (int k = 0; k < K; k++) want += emu_decode(f, A[m * K + k]) * emu_decode(f, B[n * K + k]);
+            if (fabs(D[m * N + n] - want) > 1e-6 * (fabs(want) + 1)) wrong++;
+        }
+    return wrong;
 }
 
 struct wg_p {
@@ -217,10 +242,8 @@ static void t_wgmma(int N, emu_fmt f, layout la, layout lb, int steps, const cha
     // A at shared offset 1008 (address 1024, 1024-aligned), B at +32768
     const uint32_t a0 = 1024, b0 = 1024 + 32768;
     std::vector<unsigned char> img(b0 + 65536 - EMU_SMEM_DYN, 0);
-    for (int m = 0; m < 64; m++)
-        for (int k = 0; k < K; k++) memcpy(&img[a0 - EMU_SMEM_DYN + place(la, m, k, size)], &A[m * K + k], size);
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++) memcpy(&img[b0 - EMU_SMEM_DYN + place(lb, n, k, size)], &B[n * K + k], size);
+    wg_place(img, a0, la, A, 64, K, size);
+    wg_place(img, b0, lb, B, N, K, size);
     // the start of k step s: where element k = s * 32 / size of row 0 is
     const int ks = 32 / size;
     uint32_t astep = place(la, 0, ks, size) - place(la, 0, 0, size), bstep = place(lb, 0, ks, size) - place(lb, 0, 0, size);
@@ -229,13 +252,7 @@ static void t_wgmma(int N, emu_fmt f, layout la, layout lb, int steps, const cha
     std::vector<float> D(64 * N, NAN);
     wg_p p{&img, tmpl.c_str(), N, steps, !la.kmajor, !lb.kmajor, trans, desc(a0, la), desc(b0, lb), astep, bstep, D.data()};
     emu_launch_grid(k_wg, p, dim3e{1, 1, 1}, 128, (unsigned)img.size());
-    int bad = 0;
-    for (int m = 0; m < 64; m++)
-        for (int n = 0; n < N; n++) {
-            double want = 0;
-            for (int k = 0; k < K; k++) want += emu_decode(f, A[m * K + k]) * emu_decode(f, B[n * K + k]);
-            if (fabs(D[m * N + n] - want) > 1e-6 * (fabs(want) + 1)) bad++;
-        }
+    const int bad = wg_wrong(D, A, B, N, K, f);
     CHECK(bad == 0, "wgmma %s: %d of %d wrong", what, bad, 64 * N);
 }
 
@@ -326,18 +343,6 @@ static void t_errors() {
 }
 
 // ---- wgmma with A in registers -----------------------------------------
-// "{d...}, {a0, a1, a2, a3}, b-desc, p, 1, 1[, imm-trans-b]"
-static std::string wg_rs_tmpl(int N, const char *types, bool trans) {
-    const int nd = N / 2;
-    std::string s = "{ .reg .pred p; setp.ne.b32 p, %" + std::to_string(nd + (trans ? 6 : 5)) + ", 0; wgmma.mma_async.sync.aligned.m64n" +
-                    std::to_string(N) + "k" + (strstr(types, "e4m3") ? "32" : "16") + ".f32." + types + " {";
-    for (int i = 0; i < nd; i++) s += (i ? ", %" : "%") + std::to_string(i);
-    s += "}, {%" + std::to_string(nd) + ", %" + std::to_string(nd + 1) + ", %" + std::to_string(nd + 2) + ", %" + std::to_string(nd + 3) +
-         "}, %" + std::to_string(nd + 4) + ", p, 1, 1";
-    if (trans) s += ", %" + std::to_string(nd + 5);
-    return s + "; }";
-}
-
 struct wgrs_p {
     const std::vector<unsigned char> *img; // B's shared memory image
     const char *tmpl; int N, steps, bits, tb; bool trans, bad;
@@ -393,7 +398,7 @@ static void k_wgrs(wgrs_p p) {
 static void t_wgmma_rs(int N, emu_fmt f, layout lb, int steps, bool bad, const char *what) {
     const int size = emu_fmt_bits(f) / 8, K = 32 / size * steps;
     const bool trans = size == 2;
-    const std::string tmpl = wg_rs_tmpl(N, f == EMU_BF16 ? "bf16.bf16" : "e4m3.e4m3", trans);
+    const std::string tmpl = wg_tmpl(N, f == EMU_BF16 ? "bf16.bf16" : "e4m3.e4m3", trans, true);
     std::vector<uint32_t> pool;
     for (uint32_t c = 0; c < 1u << (8 * size); c++) {
         const double v = emu_decode(f, c);
@@ -408,8 +413,7 @@ static void t_wgmma_rs(int N, emu_fmt f, layout lb, int steps, bool bad, const c
     for (auto &x : B) x = code_of(f);
     const uint32_t b0 = 1024; // 1024-aligned
     std::vector<unsigned char> img(b0 + 65536 - EMU_SMEM_DYN, 0);
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++) memcpy(&img[b0 - EMU_SMEM_DYN + place(lb, n, k, size)], &B[n * K + k], size);
+    wg_place(img, b0, lb, B, N, K, size);
     const uint32_t bstep = place(lb, 0, 32 / size, size) - place(lb, 0, 0, size);
     const int mode = emu_wg_eager;
     for (int eager = 0; eager < 2; eager++) {
@@ -422,13 +426,7 @@ static void t_wgmma_rs(int N, emu_fmt f, layout lb, int steps, bool bad, const c
             continue;
         }
         emu_launch_grid(k_wgrs, p, dim3e{1, 1, 1}, 128, (unsigned)img.size());
-        int wrong = 0;
-        for (int m = 0; m < 64; m++)
-            for (int n = 0; n < N; n++) {
-                double want = 0;
-                for (int k = 0; k < K; k++) want += emu_decode(f, A[m * K + k]) * emu_decode(f, B[n * K + k]);
-                if (fabs(D[m * N + n] - want) > 1e-6 * (fabs(want) + 1)) wrong++;
-            }
+        const int wrong = wg_wrong(D, A, B, N, K, f);
         CHECK(wrong == 0, "wgmma RS %s (%s): %d of %d wrong", what, eager ? "eager" : "lazy", wrong, 64 * N);
     }
     emu_wg_eager = mode;
