@@ -171,15 +171,12 @@ typedef uint16_t kdt_attn_wg_kvtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BN][64];
  * and each KV tile are their e4m3 bytes (576 a row) in the
  * 128-byte-swizzled K-major layout, five 128-byte column blocks
  * [rows][128 B] of which the fifth holds k_pe's 64 bytes a row in its
- * first half (the other half is never written or read).  A stage keeps a
- * bf16 tile's stride (the bf16 Q tile is staged in the second before it
- * is quantized); the rest of its room is spare. */
+ * first half (the other half is never written or read).  An e4m3 tile
+ * sits at the start of a bf16 stage, which keeps its stride (the bf16 Q
+ * tile is staged in the second before it is quantized); the rest of the
+ * stage is spare. */
 #define KDT_ATTN_WG8_KBLK 5
 typedef uint8_t kdt_attn_wg8_tile[KDT_ATTN_WG8_KBLK][KDT_ATTN_WG_BN][128];
-typedef struct kdt_attn_wg8_stage {
-    kdt_attn_wg8_tile k;
-    uint8_t spare[sizeof(kdt_attn_wg_kvtile) - sizeof(kdt_attn_wg8_tile)];
-} kdt_attn_wg8_stage;
 
 /* A cluster's share of the merge: a block's normalised partial rows (f32)
  * and their log2-sum-exp, which the cluster's other blocks read. */
@@ -194,12 +191,11 @@ typedef struct kdt_attn_wg_smem {
         alignas(16) kdt_attn_wg_qtile q16;
         alignas(16) kdt_attn_wg8_tile q8;
     } q;
-    /* The two KV stages; once the loop is done, the epilogue's staging of
-     * O: an unsplit block's rows as bf16 (store_o), or its share of a
+    /* The two KV stages (under MATH = e4m3 an e4m3 tile at the start of
+     * each); once the loop is done, the epilogue's staging of O: an unsplit block's rows as bf16 (store_o), or its share of a
      * cluster's merge (cluster_merge). */
     union {
         alignas(16) kdt_attn_wg_kvtile kv[2];
-        alignas(16) kdt_attn_wg8_stage kv8[2]; /* MATH = e4m3 */
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];
         kdt_attn_wg_merge merge;
     } stages;
@@ -226,9 +222,9 @@ typedef struct kdt_attn_wg_smem {
 
 static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages) ==
                   sizeof(((kdt_attn_wg_smem *)0)->stages.kv) &&
-                  sizeof(kdt_attn_wg8_stage) == sizeof(kdt_attn_wg_kvtile),
+                  sizeof(kdt_attn_wg8_tile) <= sizeof(kdt_attn_wg_kvtile),
               "the epilogue's O is staged in the KV stages at no cost, "
-              "and an e4m3 stage is a bf16 one's size");
+              "and an e4m3 tile fits in a bf16 stage");
 static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
                   && sizeof(((kdt_attn_wg_smem *)0)->p) ==
                   sizeof(((kdt_attn_wg_smem *)0)->p.p16),

@@ -42,8 +42,7 @@ constexpr int ONES_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones);
 constexpr int QSTAGE_OFF = K_OFF + TILE_BYTES;
 constexpr uint32_t E4M3_ONES = 0x38383838u; /* four e4m3 1.0 */
 
-static_assert(sizeof(kdt_attn_wg8_stage) == TILE_BYTES &&
-                  sizeof(kdt_attn_wg8_tile) == KDT_ATTN_WG8_KBLK * BN * 128 &&
+static_assert(sizeof(kdt_attn_wg8_tile) == KDT_ATTN_WG8_KBLK * BN * 128 &&
                   BM == BN && Q8_PIECES == 36 && V8_PIECES == 32 &&
                   K8_STEPS == 18,
               "Q and K: 36 pieces a row in 5 blocks of [64][128 B]");
