@@ -291,8 +291,17 @@ vt8_split_holds()
 static_assert(vt8_split_holds(), "a thread's V^T tokens: its bits plus j's");
 
 /* The four bases of this thread's V loads in the stage at `stage_p`:
- * token j's 8 bytes are at b[(cj & 1) | (cj & 4) / 2] + 128 cj (cj =
- * vt8_cj(half, j)), the swizzle's XOR taking cj's bits 0 and 2. */
+ * load j reads 8 bytes at b[(cj & 1) | (cj & 4) / 2] + 128 cj (cj =
+ * vt8_cj(half, j)), the swizzle's XOR taking cj's bits 0 and 2.
+ *
+ * A warp's load j reads 64 bytes of each of four tokens, vt8_tt(q) +
+ * cj (q = 0..3), and all four would lie on the same 64-byte half of the
+ * banks (the tokens' rows differ in bit 1 and 4 alone, the swizzle
+ * flips the half by bit 2): 4 shared-memory wavefronts a load.  Lanes of
+ * odd q therefore load token j ^ 4's bytes at load j, whose row differs
+ * in bit 2 (cj's, 4 rows away): the other half, 2 wavefronts a load.
+ * Their bases take that in (cj ^ 4 is X ^ 2's base and 4 rows on or
+ * back), and vt8_gather swaps the loads back. */
 static __device__ __forceinline__ void
 vt8_bases(const unsigned char *(&b)[4], const unsigned char *stage_p,
           int wg, int wtid)
@@ -301,24 +310,32 @@ vt8_bases(const unsigned char *(&b)[4], const unsigned char *stage_p,
     const int blk = 2 * wg + (w >> 1), pc = 4 * (w & 1) + (g >> 1);
     const unsigned char *row =
         stage_p + blk * (BN * 128) + 128 * vt8_tt(q) + 8 * (g & 1);
+    const int flip = (q & 1) ? 2 : 0;
 #pragma unroll
-    for (int X = 0; X < 4; ++X)
-        b[X] = row + ((pc ^ (vt8_tt(q) & 7) ^ ((X & 1) | (X & 2) << 1)) << 4);
+    for (int X = 0; X < 4; ++X) {
+        const int Y = X ^ flip;
+        b[X] = row + ((pc ^ (vt8_tt(q) & 7) ^ ((Y & 1) | (Y & 2) << 1)) << 4)
+            + (flip ? ((X & 2) ? -4 * 128 : 4 * 128) : 0);
+    }
 }
 
 /* This thread's V^T fragments of half `half` of the stage `off` bytes
- * past stage 0 (vt8_bases of stage 0): a[c] for chunk c. */
+ * past stage 0 (vt8_bases of stage 0): a[c] for chunk c.  Lanes of odd
+ * q loaded token j ^ 4's bytes at load j (vt8_bases): swapped back. */
 static __device__ __forceinline__ void
 vt8_gather(uint32_t (&a)[4][4], const unsigned char *const (&b)[4], int off,
-           int half)
+           int half, bool odd_q)
 {
-    uint2 x[8];
+    uint2 y[8], x[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
         const int cj = vt8_cj(half, j);
-        x[j] = *(const uint2 *)(b[(cj & 1) | (cj & 4) >> 1] + off
+        y[j] = *(const uint2 *)(b[(cj & 1) | (cj & 4) >> 1] + off
                                 + 128 * cj);
     }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        x[j] = odd_q ? y[j ^ 4] : y[j];
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi)
 #pragma unroll
@@ -478,7 +495,7 @@ pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1,
         }
         pin(o);
     }
-    vt8_gather(a, vb, off, half);
+    vt8_gather(a, vb, off, half, q & 1);
     const uint64_t db = desc_add(dp, 32 * half);
     wg_fence();
     wg_mma_pv8t<0>(o, a[0], db);
