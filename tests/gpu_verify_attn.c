@@ -63,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu.h"
 #include "harness.h"
@@ -74,6 +75,7 @@
 #include "ref/build_ddtree.h"
 #include "ref/ref_math.h"
 #include "ref/verify_attn.h"
+#include "ref/verify_attn_heads.h"
 
 /* src/kernels/verify_attn.c's test hook: > 0 forces the split count. */
 extern int kdt_verify_attn_splits_override;
@@ -234,6 +236,14 @@ prob_free(prob *p)
  * stream (a gpu_stream()) and runs as the graph's replay. */
 static int capture_next;
 
+/* Threads for the references: the host's online cores (at least 1). */
+static int
+ref_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
 static long
 run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
 {
@@ -247,18 +257,22 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
     if (!p->ro) {
         p->ro = malloc(sizeof(float) * rows * D_V);
         p->rl = malloc(sizeof(float) * rows);
-        ref_verify_attn_kv(p->ro, p->rl, p->q, kvh, p->kv_dtype,
-                           e4m3 ? p->kv_scale : 1.f, p->bt, p->past, p->nn,
-                           p->mask, R, H, N, p->page, p->max_pages,
-                           p->scale);
+        /* the heads among the host's cores: a 32k prefix takes one
+         * thread tens of seconds */
+        const int threads = ref_threads();
+        ref_verify_attn_kv_heads(threads, p->ro, p->rl, p->q, kvh,
+                                 p->kv_dtype, e4m3 ? p->kv_scale : 1.f,
+                                 p->bt, p->past, p->nn, p->mask, R, H, N,
+                                 p->page, p->max_pages, p->scale);
         if (qe4m3) {
             p->rq = malloc(sizeof(float) * rows * D_V);
             p->rlq = malloc(sizeof(float) * rows);
             p->st = malloc(sizeof(double) * 3 * rows);
-            ref_verify_attn_qe4m3(p->rq, p->rlq, p->st, p->q, kvh,
-                                  p->kv_dtype, p->kv_scale, p->bt, p->past,
-                                  p->nn, p->mask, R, H, N, p->page,
-                                  p->max_pages, p->scale);
+            ref_verify_attn_qe4m3_heads(threads, p->rq, p->rlq, p->st,
+                                        p->q, kvh, p->kv_dtype, p->kv_scale,
+                                        p->bt, p->past, p->nn, p->mask, R,
+                                        H, N, p->page, p->max_pages,
+                                        p->scale);
         }
     }
     kdtree_runtime *rt = gpu_runtime();

@@ -13,7 +13,8 @@
  *    gives, and its scale acts on the logits and the output alone;
  *  - MATH = e4m3's query side: the row quantization element by element
  *    against the definition, and the attention over quantized rows (what
- *    its error bound is measured from) with its per-row stats.
+ *    its error bound is measured from) with its per-row stats;
+ *  - the references with the heads shared among threads: the same bits.
  */
 #include <check.h>
 #include <math.h>
@@ -23,6 +24,7 @@
 #include "harness.h"
 #include "ref/ref_math.h"
 #include "ref/verify_attn.h"
+#include "ref/verify_attn_heads.h"
 
 #define D_QK 576
 #define D_V 512
@@ -405,6 +407,64 @@ START_TEST(e4m3_query_reference)
 }
 END_TEST
 
+/* The references with the heads shared among threads
+ * (ref/verify_attn_heads.h) give the same bits as one call: a bf16 and an
+ * e4m3 cache, MATH = e4m3's reference with its stats, more threads than
+ * heads and heads that do not divide among them, and one thread. */
+START_TEST(heads_in_threads)
+{
+    enum { R = 2, H = 5, N = 17, W = 1, PAGE = 16, PAGES = 24 };
+    size_t nkv = (size_t)PAGES * PAGE * D_QK;
+    uint16_t *kv = random_kv(PAGES, PAGE);
+    uint8_t *k8 = malloc(nkv);
+    for (size_t i = 0; i < nkv; i++)
+        k8[i] = ref_f32_to_e4m3(ref_attn_randf(&seed));
+    int32_t bt[R * PAGES / 2];
+    for (int i = 0; i < R * PAGES / 2; i++)
+        bt[i] = (i * 5) % PAGES;
+    uint32_t mask[R * N * W];
+    for (int r = 0; r < R; r++)
+        ref_attn_random_tree(mask + r * N * W, NULL, r ? 9 : N, N, &seed);
+    static uint16_t q[R * N * H * D_QK];
+    for (size_t i = 0; i < sizeof q / 2; i++)
+        q[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
+    int32_t past[R] = {150, 3}, nn[R] = {N, 9};
+    const int rows = R * N * H;
+    float *o1 = malloc(4 * (size_t)rows * D_V), *o2 = malloc(4 * (size_t)rows * D_V);
+    float l1[R * N * H], l2[R * N * H];
+    double s1[R * N * H * 3], s2[R * N * H * 3];
+    static const int threads[] = {1, 2, 3, 5, 8};
+    for (int dt = 0; dt < 2; dt++) {
+        const void *cache = dt ? (const void *)k8 : (const void *)kv;
+        ref_verify_attn_kv(o1, l1, q, cache, dt, 0.75f, bt, past, nn, mask,
+                           R, H, N, PAGE, PAGES / 2, 0.2f);
+        for (unsigned t = 0; t < sizeof threads / sizeof *threads; t++) {
+            memset(o2, 0xff, 4 * (size_t)rows * D_V);
+            memset(l2, 0xff, sizeof l2);
+            ref_verify_attn_kv_heads(threads[t], o2, l2, q, cache, dt, 0.75f,
+                                     bt, past, nn, mask, R, H, N, PAGE,
+                                     PAGES / 2, 0.2f);
+            ck_assert_int_eq(memcmp(o1, o2, 4 * (size_t)rows * D_V), 0);
+            ck_assert_int_eq(memcmp(l1, l2, sizeof l1), 0);
+        }
+    }
+    ref_verify_attn_qe4m3(o1, l1, s1, q, k8, 1, 0.75f, bt, past, nn, mask, R,
+                          H, N, PAGE, PAGES / 2, 0.2f);
+    for (unsigned t = 0; t < sizeof threads / sizeof *threads; t++) {
+        memset(o2, 0xff, 4 * (size_t)rows * D_V);
+        memset(l2, 0xff, sizeof l2);
+        memset(s2, 0xff, sizeof s2);
+        ref_verify_attn_qe4m3_heads(threads[t], o2, l2, s2, q, k8, 1, 0.75f,
+                                    bt, past, nn, mask, R, H, N, PAGE,
+                                    PAGES / 2, 0.2f);
+        ck_assert_int_eq(memcmp(o1, o2, 4 * (size_t)rows * D_V), 0);
+        ck_assert_int_eq(memcmp(l1, l2, sizeof l1), 0);
+        ck_assert_int_eq(memcmp(s1, s2, sizeof s1), 0);
+    }
+    free(o1), free(o2), free(kv), free(k8);
+}
+END_TEST
+
 /* The worst-case bounds of MATH = e4m3: the contract's expressions while
  * beta < 1/2 (o) and beta < 1 (lse); past that, bounds that still hold.
  * Checked on rows of one weight 1 (the maximum) and n - 1 weights w,
@@ -472,6 +532,7 @@ suite(void)
     tcase_add_test(tc, e4m3_quantized_rows);
     tcase_add_test(tc, e4m3_query_reference);
     tcase_add_test(tc, e4m3_bounds);
+    tcase_add_test(tc, heads_in_threads);
     suite_add_tcase(s, tc);
     return s;
 }
