@@ -192,8 +192,9 @@ typedef struct kdt_attn_wg_smem {
         alignas(16) kdt_attn_wg8_tile q8;
     } q;
     /* The two KV stages (under MATH = e4m3 an e4m3 tile at the start of
-     * each); once the loop is done, the epilogue's staging of O: an unsplit block's rows as bf16 (store_o), or its share of a
-     * cluster's merge (cluster_merge). */
+     * each); once the loop is done, the epilogue's staging of O: an
+     * unsplit block's rows as bf16 (store_o), or its share of a cluster's
+     * merge (cluster_merge). */
     union {
         alignas(16) kdt_attn_wg_kvtile kv[2];
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];

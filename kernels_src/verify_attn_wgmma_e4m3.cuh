@@ -472,8 +472,8 @@ rescale8t(float (&o)[128], const float *alpha_s, int q)
 
 /* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, O^T = V^T
  * P^T with this thread's V^T fragments from the stage `off` bytes past
- * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first (alpha_s: every row's
- * factor, published); ROWSUM (WG0): the row sums l4 too, P times the
+ * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
+ * (alpha_s: every row's factor, published); ROWSUM (WG0): the row sums l4 too, P times the
  * ones at `dones`, rows r0 (a0) and r0 + 8 (a1) rescaled.  `a` holds the
  * fragments until pv8_finish: a wgmma reads its registers until then, so
  * each half has its own. */

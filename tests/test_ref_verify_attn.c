@@ -430,7 +430,8 @@ START_TEST(heads_in_threads)
         q[i] = ref_f32_to_bf16(ref_attn_randf(&seed));
     int32_t past[R] = {150, 3}, nn[R] = {N, 9};
     const int rows = R * N * H;
-    float *o1 = malloc(4 * (size_t)rows * D_V), *o2 = malloc(4 * (size_t)rows * D_V);
+    float *o1 = malloc(4 * (size_t)rows * D_V);
+    float *o2 = malloc(4 * (size_t)rows * D_V);
     float l1[R * N * H], l2[R * N * H];
     double s1[R * N * H * 3], s2[R * N * H * 3];
     static const int threads[] = {1, 2, 3, 5, 8};
