@@ -228,10 +228,6 @@ prob_free(prob *p)
     free(p->st);
 }
 
-/* Runs the kernel with `splits` (0 = the library's choice; < 0: -splits
- * ways as one cluster a row tile where the body merges in clusters,
- * through the workspace elsewhere) and compares with the reference.
- * Returns the number of bad elements. */
 /* When set, run_check's next launch is captured in a CUDA graph on its
  * stream (a gpu_stream()) and runs as the graph's replay. */
 static int capture_next;
@@ -244,6 +240,11 @@ ref_threads(void)
     return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
+/* Runs the kernel with `splits` (0 = the library's choice; < 0: -splits
+ * ways as one cluster a row tile where the body merges in clusters,
+ * through the workspace elsewhere) and compares with the references
+ * (computed on p's first call that needs them).
+ * Returns the number of bad elements. */
 static long
 run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
 {
@@ -257,23 +258,21 @@ run_check(prob *p, int splits, int with_lse, void *stream, const char *what)
     if (!p->ro) {
         p->ro = malloc(sizeof(float) * rows * D_V);
         p->rl = malloc(sizeof(float) * rows);
-        /* the heads among the host's cores: a 32k prefix takes one
-         * thread tens of seconds */
-        const int threads = ref_threads();
-        ref_verify_attn_kv_heads(threads, p->ro, p->rl, p->q, kvh,
+        /* the heads among the host's cores (ref_threads): a 32k prefix
+         * takes one thread tens of seconds */
+        ref_verify_attn_kv_heads(ref_threads(), p->ro, p->rl, p->q, kvh,
                                  p->kv_dtype, e4m3 ? p->kv_scale : 1.f,
                                  p->bt, p->past, p->nn, p->mask, R, H, N,
                                  p->page, p->max_pages, p->scale);
-        if (qe4m3) {
-            p->rq = malloc(sizeof(float) * rows * D_V);
-            p->rlq = malloc(sizeof(float) * rows);
-            p->st = malloc(sizeof(double) * 3 * rows);
-            ref_verify_attn_qe4m3_heads(threads, p->rq, p->rlq, p->st,
-                                        p->q, kvh, p->kv_dtype, p->kv_scale,
-                                        p->bt, p->past, p->nn, p->mask, R,
-                                        H, N, p->page, p->max_pages,
-                                        p->scale);
-        }
+    }
+    if (qe4m3 && !p->rq) {
+        p->rq = malloc(sizeof(float) * rows * D_V);
+        p->rlq = malloc(sizeof(float) * rows);
+        p->st = malloc(sizeof(double) * 3 * rows);
+        ref_verify_attn_qe4m3_heads(ref_threads(), p->rq, p->rlq, p->st,
+                                    p->q, kvh, p->kv_dtype, p->kv_scale,
+                                    p->bt, p->past, p->nn, p->mask, R, H, N,
+                                    p->page, p->max_pages, p->scale);
     }
     kdtree_runtime *rt = gpu_runtime();
     kdt_verify_attn_splits_override = splits;
@@ -632,21 +631,24 @@ END_TEST
 static const int maths[] = {KDTREE_ATTN_MATH_BF16, KDTREE_ATTN_MATH_E4M3};
 
 /* One problem over an e4m3 cache of scale kv_scale, run in each
- * arithmetic with each split count of `splits` (n of them). */
+ * arithmetic with each split count of `splits` (n of them).  Both
+ * arithmetics read the same problem, so the dequantized-cache reference
+ * is computed once; MATH = e4m3 adds its own. */
 static void
 check_e4m3(int R, int H, int N, int page, const int *past, const int *nn,
            int tree, float scale, float kv_scale, const int *splits, int n,
            const char *what)
 {
     long bad = 0;
+    prob p;
+    prob_init(&p, R, H, N, page, past, nn, tree, scale);
+    prob_e4m3(&p, maths[0], kv_scale);
     for (int m = 0; m < 2; m++) {
-        prob p;
-        prob_init(&p, R, H, N, page, past, nn, tree, scale);
-        prob_e4m3(&p, maths[m], kv_scale);
+        p.math = maths[m];
         for (int i = 0; i < n; i++)
             bad += run_check(&p, splits[i], 1, NULL, what);
-        prob_free(&p);
     }
+    prob_free(&p);
     ck_assert_msg(bad == 0, "%s: %ld elements out of tolerance", what, bad);
 }
 
