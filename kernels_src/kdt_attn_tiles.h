@@ -168,25 +168,15 @@ typedef uint16_t kdt_attn_wg_kvtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BN][64];
 
 /* The FP8 arithmetic (MATH = e4m3, mode b) on the same plan: wgmma's
  * e4m3 form reads a shared-memory operand K-major, 32 bytes a k step.  Q
- * is its e4m3 bytes (576 a row) in the 128-byte-swizzled K-major layout,
- * five 128-byte column blocks [rows][128 B] of which the fifth holds
- * k_pe's 64 bytes a row in its first half (the other half is never
- * written or read); the rest of Q's place holds each tile's P. */
+ * and each KV tile are their e4m3 bytes (576 a row) in the
+ * 128-byte-swizzled K-major layout, five 128-byte column blocks
+ * [rows][128 B] of which the fifth holds k_pe's 64 bytes a row in its
+ * first half (the other half is never written or read).  An e4m3 tile
+ * sits at the start of a bf16 stage, which keeps its stride (the bf16 Q
+ * tile is staged in the second before it is quantized); the rest of the
+ * stage is spare. */
 #define KDT_ATTN_WG8_KBLK 5
 typedef uint8_t kdt_attn_wg8_tile[KDT_ATTN_WG8_KBLK][KDT_ATTN_WG_BN][128];
-/* A KV tile under MATH = e4m3: V's 512 bytes a token in four 128-byte
- * blocks as above, and k_pe's 64 in a [64][64 B] block under the 64-byte
- * swizzle (its 16-byte piece c of row r at c ^ ((r / 2) % 4)), so that
- * four stages fit where two bf16 ones do (the bf16 Q tile is staged in
- * the third and fourth before it is quantized). */
-typedef struct kdt_attn_wg8_kv {
-    uint8_t v[4][KDT_ATTN_WG_BN][128];
-    uint8_t pe[KDT_ATTN_WG_BN][64];
-} kdt_attn_wg8_kv;
-/* MATH = e4m3's ring: tile i of a block's loop in stage i % 4, its P
- * in P buffer i % 4 and its rescale factors in alpha[i % 4] (the two
- * warpgroups take turns at the tiles: verify_attn_wgmma_e4m3.cuh) */
-#define KDT_ATTN_WG8_STAGES 4
 
 /* A cluster's share of the merge: a block's normalised partial rows (f32)
  * and their log2-sum-exp, which the cluster's other blocks read. */
@@ -199,12 +189,7 @@ typedef struct kdt_attn_wg_smem {
     /* bf16 (f16 over an e4m3 cache), or e4m3 under MATH = e4m3 */
     union {
         alignas(16) kdt_attn_wg_qtile q16;
-        struct {
-            alignas(16) kdt_attn_wg8_tile q;
-            /* each tile's P, [64][64 B] under the 64-byte swizzle */
-            alignas(16) uint8_t p[KDT_ATTN_WG8_STAGES][KDT_ATTN_WG_BM]
-                                 [KDT_ATTN_WG_BN];
-        } e4m3;
+        alignas(16) kdt_attn_wg8_tile q8;
     } q;
     /* The two KV stages (under MATH = e4m3 an e4m3 tile at the start of
      * each); once the loop is done, the epilogue's staging of O: an
@@ -212,7 +197,6 @@ typedef struct kdt_attn_wg_smem {
      * merge (cluster_merge). */
     union {
         alignas(16) kdt_attn_wg_kvtile kv[2];
-        alignas(16) kdt_attn_wg8_kv kv8[KDT_ATTN_WG8_STAGES];
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];
         kdt_attn_wg_merge merge;
     } stages;
@@ -226,11 +210,8 @@ typedef struct kdt_attn_wg_smem {
     union {
         alignas(16) uint16_t p16[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
         struct {
+            alignas(16) uint8_t p[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
             alignas(16) uint8_t ones[8][KDT_ATTN_WG_BN];
-            /* each tile's rescale factors, and the rows' reference
-             * maxima as of the last tile whose softmax is done */
-            float alpha[KDT_ATTN_WG8_STAGES][KDT_ATTN_WG_BM];
-            float m[KDT_ATTN_WG_BM];
         } e4m3;
     } p;
     float alpha[KDT_ATTN_WG_BM];
@@ -247,16 +228,8 @@ static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages) ==
               "and an e4m3 tile fits in a bf16 stage");
 static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
                   && sizeof(((kdt_attn_wg_smem *)0)->p) ==
-                  sizeof(((kdt_attn_wg_smem *)0)->p.p16) &&
-                  sizeof(((kdt_attn_wg_smem *)0)->stages) ==
-                  sizeof(((kdt_attn_wg_smem *)0)->stages.kv),
-              "MATH = e4m3's tiles, P and factors take no room of their "
-              "own");
-static_assert(sizeof(kdt_attn_wg8_kv) % KDT_ATTN_WG_ALIGN == 0 &&
-                  KDT_OFFSETOF(kdt_attn_wg8_kv, pe) % 512 == 0 &&
-                  KDT_OFFSETOF(kdt_attn_wg_smem, q.e4m3.p) % 512 == 0,
-              "e4m3 stages on 1024-byte patterns; k_pe and P on 64-byte "
-              "swizzle patterns");
+                  sizeof(((kdt_attn_wg_smem *)0)->p.p16),
+              "the e4m3 Q tile and P take no room of their own");
 static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones) % 512 == 0,
               "the ones start on a 64-byte swizzle pattern");
 static_assert(sizeof(kdt_attn_wg_qtile) % KDT_ATTN_WG_ALIGN == 0 &&

@@ -1,29 +1,27 @@
 /*
  * verify_attn_wgmma_e4m3.cuh: the FP8 arithmetic of the wgmma body
  * (MATH = e4m3 over an e4m3 cache, docs/contract.md §3): both products
- * on e4m3 operands, wgmma's k32 form, f32 accumulators, and the KV loop
- * they run in (wg8_loop, below: the two warpgroups take turns at the
- * tiles).  A part of verify_attn_wgmma.cuh, included after its
- * constants, PTX and softmax phases, which this part shares.
+ * on e4m3 operands, wgmma's k32 form, f32 accumulators.  A part of
+ * verify_attn_wgmma.cuh, included after its constants and PTX; the KV
+ * loop and its barriers are that file's, these are the phases that
+ * differ.
  *
  * FP8 wgmma reads an operand from shared memory K-major only (no
  * transposed form), which shapes everything here:
- *  - Q (q_to_e4m3): the bf16 Q tile lands in the second bf16 stage (the
- *    third and fourth e4m3 ones, free until the loop starts), and each row is quantized with its own scale
+ *  - Q (q_to_e4m3): the bf16 Q tile lands in the second KV stage (free
+ *    until the loop starts), and each row is quantized with its own scale
  *    (448 / max |q|, kdt_fp8.cuh) into the e4m3 Q tile, 576 bytes a row
  *    in five 128-byte-swizzled column blocks (kdt_attn_wg8_tile); the
  *    row's logits are then multiplied by max |q| / 448 (q_unscale).
- *  - K: a tile's e4m3 bytes go into its stage as they are (cp.async; V's
- *    four blocks as Q's, k_pe's 64 bytes a token in a [64][64 B] block
- *    under the 64-byte swizzle, kdt_attn_wg8_kv): S = Q K^T is 18 k32
- *    steps.
+ *  - K: a tile's e4m3 bytes go into its stage as they are (cp.async, the
+ *    same five-block layout): S = Q K^T is 18 k32 steps.
  *  - V: P V's K dimension is the tokens, and a shared-memory operand
  *    must be K-major, so each warpgroup computes O^T = V^T P^T instead,
  *    with V^T as the A operand from registers: each thread gathers its
  *    V^T fragments from the tile's stage (8-byte loads, 4 x 4 byte
  *    transposes; vt8_gather), P^T is P's tile as it is, and the
  *    epilogue turns O^T's fragments into O's (pv8t_to_rows).
- *  - P: a tile's weights (at most 256: e4m3's range holds them, never
+ *  - P: WG0's weights (at most 256: e4m3's range holds them, never
  *    saturated) rounded to e4m3 into the [64][64 B] P tile, 64-byte
  *    swizzle.  The order of the 64 tokens along K is P's and V^T's
  *    alike and free to choose: within each half of 32, position
@@ -31,7 +29,7 @@
  *    8 weights a thread holds of a row in a half (tokens 8 a + 2 q + e,
  *    its quad column q) are 8 contiguous bytes, one 64-bit store.
  *  - The row sums the contract asks for (of the rounded weights) are one
- *    more wgmma a half on WG0, every tile's, m64n8k32 of P against a tile of e4m3
+ *    more wgmma a half on WG0, m64n8k32 of P against a tile of e4m3
  *    ones: every column of the 64 x 8 result is its row's sum,
  *    accumulated and rescaled like O.
  */
@@ -40,24 +38,16 @@ constexpr int Q8_PIECES = D_QK / 16;       /* 16-byte e4m3 pieces a row */
 constexpr int V8_PIECES = D_V / 16;        /* of them V's */
 constexpr int K8_STEPS = D_QK / 32;        /* k32 steps of S = Q K^T */
 constexpr int ONES_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones);
-constexpr int ALPHA8_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.alpha);
-constexpr int M8_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.m);
-constexpr int P8_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, q.e4m3.p);
-constexpr int P8_BYTES = BM * BN;          /* one tile's P */
-constexpr int STAGES8 = KDT_ATTN_WG8_STAGES;
-constexpr int TILE8_BYTES = sizeof(kdt_attn_wg8_kv);
-constexpr int PE8_OFF = KDT_OFFSETOF(kdt_attn_wg8_kv, pe);
-/* the bf16 Q tile's staging place: the second bf16 stage */
+/* the bf16 Q tile's staging place: the second KV stage */
 constexpr int QSTAGE_OFF = K_OFF + TILE_BYTES;
 constexpr uint32_t E4M3_ONES = 0x38383838u; /* four e4m3 1.0 */
 
 static_assert(sizeof(kdt_attn_wg8_tile) == KDT_ATTN_WG8_KBLK * BN * 128 &&
                   BM == BN && Q8_PIECES == 36 && V8_PIECES == 32 &&
-                  K8_STEPS == 18 && PE8_OFF == 4 * BN * 128 &&
-                  TILE8_BYTES == PE8_OFF + BN * 64,
-              "Q: 36 pieces a row in 5 blocks of [64][128 B]; K: 4 such "
-              "blocks and k_pe's [64][64 B]");
-static_assert(STAGES8 == 4, "tile i in stage i % 4: i & 3 below");
+                  K8_STEPS == 18,
+              "Q and K: 36 pieces a row in 5 blocks of [64][128 B]");
+static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.p) == P_OFF,
+              "the e4m3 P tile is at P's place");
 
 /* The token of a tile at P's and V^T's K position k (an involution: a
  * and q trade places). */
@@ -223,18 +213,17 @@ kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
                            ok ? 16 : 0);
         }
     }
-    /* k_pe: pieces V8_PIECES + 2 (wtid % 2) + u of token kt, pieces
-     * 2 (wtid % 2) + u of its row of the [64][64 B] block (the 64-byte
-     * swizzle's XOR: bits 1 and 2 of the row) */
+    /* k_pe: pieces V8_PIECES + 2 (wtid % 2) + u of token kt (their
+     * swizzled places a bit 4 apart) */
     const int kt = wtid >> 1, pg = page[PAGE % BN == 0 ? 0 : KV8B_TOKENS];
     const bool ok = kt < total - t * BN;
     const int cc = V8_PIECES + 2 * (wtid & 1);
     const uint8_t *src = kv
         + ((int64_t)pg * PAGE + (t * BN + kt) % PAGE) * D_QK + 16 * cc;
-    const uint32_t pe = dst + PE8_OFF + 64 * kt;
+    const uint32_t sw = sw_piece(BN, kt, cc);
 #pragma unroll
     for (int u = 0; u < 2; ++u)
-        kdt_cp_async16(pe + (((2 * (wtid & 1) + u) ^ ((kt >> 1) & 3)) << 4),
+        kdt_cp_async16(dst + (sw ^ (u << 4)),
                        PAGE % BN == 0 || ok ? src + 16 * u : kv,
                        ok ? 16 : 0);
 }
@@ -314,11 +303,12 @@ static_assert(vt8_split_holds(), "a thread's V^T tokens: its bits plus j's");
  * Their bases take that in (cj ^ 4 is X ^ 2's base and 4 rows on or
  * back), and vt8_gather swaps the loads back. */
 static __device__ __forceinline__ void
-vt8_bases(uint32_t (&b)[4], uint32_t stage_p, int wg, int wtid)
+vt8_bases(const unsigned char *(&b)[4], const unsigned char *stage_p,
+          int wg, int wtid)
 {
     const int w = wtid >> 5, g = (wtid >> 2) & 7, q = wtid & 3;
     const int blk = 2 * wg + (w >> 1), pc = 4 * (w & 1) + (g >> 1);
-    const uint32_t row =
+    const unsigned char *row =
         stage_p + blk * (BN * 128) + 128 * vt8_tt(q) + 8 * (g & 1);
     const int flip = (q & 1) ? 2 : 0;
 #pragma unroll
@@ -333,14 +323,15 @@ vt8_bases(uint32_t (&b)[4], uint32_t stage_p, int wg, int wtid)
  * past stage 0 (vt8_bases of stage 0): a[c] for chunk c.  Lanes of odd
  * q loaded token j ^ 4's bytes at load j (vt8_bases): swapped back. */
 static __device__ __forceinline__ void
-vt8_gather(uint32_t (&a)[4][4], const uint32_t (&b)[4], int off,
+vt8_gather(uint32_t (&a)[4][4], const unsigned char *const (&b)[4], int off,
            int half, bool odd_q)
 {
     uint2 y[8], x[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
         const int cj = vt8_cj(half, j);
-        y[j] = ld_shared_v2(b[(cj & 1) | (cj & 4) >> 1] + off + 128 * cj);
+        y[j] = *(const uint2 *)(b[(cj & 1) | (cj & 4) >> 1] + off
+                                + 128 * cj);
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j)
@@ -402,20 +393,14 @@ q_to_e4m3(unsigned char *smem, int tid)
 }
 
 /* Issues S = Q K^T on e4m3 operands: 4 column blocks x 4 k32 steps and
- * the fifth block's 2 (k_pe), the first overwriting S; K's k_pe block
- * (`dpe`) is under the 64-byte swizzle, Q's a fifth 128-byte block. */
+ * the fifth block's 2 (k_pe), the first overwriting S. */
 static __device__ __forceinline__ void
-qk8_issue(float (&s)[32], uint64_t dq, uint64_t dk, uint64_t dpe)
+qk8_issue(float (&s)[32], uint64_t dq, uint64_t dk)
 {
 #pragma unroll
     for (int ks = 0; ks < K8_STEPS; ++ks) {
         const uint32_t off = (ks >> 2) * (BN * 128) + (ks & 3) * 32;
-        const uint64_t dkk =
-            ks < 16 ? desc_add(dk, off) : desc_add(dpe, (ks & 3) * 32);
-        if (ks == 0)
-            wg_mma_qk8_first(s, desc_add(dq, off), dkk);
-        else
-            wg_mma_qk8(s, desc_add(dq, off), dkk, ks);
+        wg_mma_qk8(s, desc_add(dq, off), desc_add(dk, off), ks);
     }
 }
 
@@ -485,41 +470,31 @@ rescale8t(float (&o)[128], const float *alpha_s, int q)
                     o[32 * c + 4 * i + 2 * h + e] *= al[2 * i + e];
 }
 
-/* Phase 2c, MATH = e4m3: O^T (and, ROWSUM, WG0's row sums l4 of rows r0
- * and r0 + 8) times a tile's rescale factors `al` (every row's, in
- * shared memory), before that tile's P V; nothing may be in flight. */
+/* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, O^T = V^T
+ * P^T with this thread's V^T fragments from the stage `off` bytes past
+ * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
+ * (alpha_s: every row's factor, published); ROWSUM (WG0): the row sums l4 too, P times the
+ * ones at `dones`, rows r0 (a0) and r0 + 8 (a1) rescaled.  `a` holds the
+ * fragments until pv8_finish: a wgmma reads its registers until then, so
+ * each half has its own. */
 template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_rescale(float (&o)[128], float (&l4)[4], const float *al, int r0,
-            int q)
+pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1,
+          const float *alpha_s, uint64_t dp, uint64_t dones,
+          const unsigned char *const (&vb)[4], int off, int q, int half,
+          uint32_t (&a)[4][4])
 {
-    rescale8t(o, al, q);
-    pin(o);
-    if constexpr (ROWSUM) {
-        const float a0 = al[r0], a1 = al[r0 + 8];
-        if (a0 != 1.f) {
+    if (half == 0) {
+        rescale8t(o, alpha_s, q);
+        if constexpr (ROWSUM) {
             l4[0] *= a0;
             l4[1] *= a0;
-        }
-        if (a1 != 1.f) {
             l4[2] *= a1;
             l4[3] *= a1;
+            pin(l4);
         }
-        pin(l4);
+        pin(o);
     }
-}
-
-/* Issues one k32 half of a tile's P V as O^T += V^T P^T, one commit
- * group: this thread's V^T fragments gathered from the tile's stage
- * `off` bytes past stage 0 (vt8_bases `vb`) into `a`, which the wgmma
- * reads until the group retires; P^T from the tile's P at `dp`; ROWSUM
- * (WG0): the row sums l4 += P times the ones at `dones`. */
-template <bool ROWSUM>
-static __device__ __forceinline__ void
-pv8_half(float (&o)[128], float (&l4)[4], uint32_t (&a)[4][4], uint64_t dp,
-         uint64_t dones, const uint32_t (&vb)[4], int off, int q,
-         int half)
-{
     vt8_gather(a, vb, off, half, q & 1);
     const uint64_t db = desc_add(dp, 32 * half);
     wg_fence();
@@ -532,11 +507,21 @@ pv8_half(float (&o)[128], float (&l4)[4], uint32_t (&a)[4][4], uint64_t dp,
     wg_commit();
 }
 
+template <bool ROWSUM>
+static __device__ __forceinline__ void
+pv8_finish(float (&o)[128], float (&l4)[4])
+{
+    wg_wait<0>();
+    pin(o);
+    if constexpr (ROWSUM)
+        pin(l4);
+}
+
 /* Phase 3a, MATH = e4m3: O^T's fragments to O's (o[4 j + 2 h + e] =
  * O[r0 + 8 h][256 wg + 8 j + 2 q + e], as the other arithmetics leave it
  * for the epilogue), through the stages as f32 rows (`ob`, O_LD apart).
- * The caller's __syncthreads leaves both warpgroups done with the
- * stages. */
+ * The loops' last barriers leave both warpgroups done with the stages:
+ * each waited for the other's last PV. */
 static __device__ __forceinline__ void
 pv8t_to_rows(float (&o)[128], float *ob, int wg, int wtid)
 {
@@ -562,157 +547,4 @@ pv8t_to_rows(float (&o)[128], float *ob, int wg, int wtid)
             o[4 * j + 2 * h] = v.x;
             o[4 * j + 2 * h + 1] = v.y;
         }
-}
-
-/*
- * Phase 2, MATH = e4m3: the KV loop, both warpgroups alike, taking turns
- * at the tiles.  Tile i of the block's loop (t = t0 + i) is warpgroup
- * i % 2's: it copies the tile, computes its S, its softmax and its P;
- * then both warpgroups run its P V on their 256 V dims (O^T = V^T P^T)
- * in tile order.  A warpgroup computes the S and the softmax of its tile
- * in the turn before, beside the P V of the other's tile: so its softmax
- * runs while both warpgroups' P V and the other's next S keep the tensor
- * pipe busy (the bf16 loops above run S, softmax and P one after the
- * other on WG0, the tensor pipe idle meanwhile).  The online softmax
- * stays one chain: tile i's reference maxima start from tile i - 1's,
- * which its owner left in shared memory beside the tile's rescale
- * factors before publishing its P, and every P V rescales O^T by its
- * tile's factors first.  Both warpgroups keep O^T of all 64 rows (their
- * dims); WG0 also the row sums (one more wgmma a half, of every tile).
- *
- * Turn t of warpgroup W (t from t0 - 1: WG0's first tile's S and
- * softmax come before any P V):
- *   - tile t + 1 is W's: its S, once W's copies of it have landed
- *     (BAR8_TILE + W), left running;
- *   - tile t is W's: the copy of tile t + 2 into stage (t + 2) % 4 (tile
- *     t - 2's: both P V of it retired, the other's before it published
- *     tile t - 1's P, which W waited for); else wait for tile t's P
- *     (BAR8_PFULL + i % 2);
- *   - O^T rescaled by tile t's factors, its P V in two k32 halves, left
- *     running;
- *   - tile t + 1 is W's: its S waited for, the tail mask, its maxima
- *     (after tile t's, from shared memory) and factors into shared
- *     memory (BAR8_ALPHA + W: all of W's rows written), its P into P
- *     buffer (i + 1) % 4;
- *   - every wgmma retired, then tile t + 1's P published.
- * A barrier's next arrive waits for its last sync: W publishes tile
- * t + 3's P after it has waited for tile t + 2's, which the other
- * published after it waited for tile t + 1's.
- */
-constexpr int BAR8_PFULL = 1; /* + i % 2: tile i's P (and the tile) */
-constexpr int BAR8_TILE = 3;  /* + W: W's copies of its tile landed (128) */
-constexpr int BAR8_ALPHA = 5; /* + W: W's factors of its tile written (128) */
-
-template <int W>
-static __device__ __forceinline__ void
-wg8_loop(float (&o_io)[128], float (&l4_io)[4],
-         const uint32_t (&mask_words)[MASK_ROWS][TAIL_WORDS],
-         const kdt_verify_attn_params &p, const va_block &b,
-         unsigned char *smem, uint32_t base, uint64_t dq,
-         const uint8_t *__restrict__ kv, const int32_t *__restrict__ bt,
-         int r0, int c2, int wtid, int lane)
-{
-    constexpr bool ROWSUM = W == 0;
-    const int past = b.past, t0 = b.t0, t1 = b.t1, total = b.total;
-    const int q = lane & 3;
-    float o[128], l4[4];
-    regs_copy(o, o_io);
-    regs_copy(l4, l4_io);
-    float *const alpha_s = (float *)(smem + ALPHA8_OFF);
-    float *const m_s = (float *)(smem + M8_OFF);
-    const uint32_t sk = base + K_OFF;
-    const uint64_t dk0 = kmajor_desc(sk), dpe0 = sw64_desc(sk + PE8_OFF);
-    const uint64_t dp0 = sw64_desc(base + P8_OFF);
-    const uint64_t dones = sw64_desc(base + ONES_OFF);
-    /* the cache's scale joins the logits', and each row's Q scale
-     * (q_to_e4m3) */
-    const float scale_log2 = p.scale * p.kv_scale * KDT_LOG2E;
-    const float *qu = (const float *)(smem + QUNSCALE_OFF);
-    const float row_scale[2] = {scale_log2 * qu[r0], scale_log2 * qu[r0 + 8]};
-    const bool neg = scale_log2 < 0.f;
-    const float abs_scale[2] = {fabsf(row_scale[0]), fabsf(row_scale[1])};
-    uint32_t tail_bits[TAIL_TILES];
-    tail_bits_pack(tail_bits, mask_words, b, c2);
-    uint32_t vb[4];
-    vt8_bases(vb, sk, W, wtid);
-    int page[KV8B_PAGES]; /* of this warpgroup's next copy */
-    kv8b_pages(page, wtid, t0 + W + 2, total, bt);
-    float s[32];
-#pragma unroll
-    for (int k = 0; k < 32; ++k)
-        s[k] = 0.f;
-    uint32_t a[2][4][4]; /* each half's V^T fragments */
-    for (int t = t0 - 1; t < t1; ++t) {
-        const int i = t - t0, j = i & 3, jn = (i + 1) & 3;
-        const bool has = i >= 0;                     /* tile t exists */
-        const bool mine = has && (i & 1) == W;
-        /* tile t + 1 is this warpgroup's: this turn computes its S and
-         * its softmax, beside the P V of tile t */
-        const bool next = ((i + 1) & 1) == W && t + 1 < t1;
-        if (has && (t + 1) * BN > past) /* tile t's mask word gone by */
-#pragma unroll
-            for (int k = 0; k + 1 < TAIL_TILES; ++k)
-                tail_bits[k] = tail_bits[k + 1];
-        if (next) {
-            kdt_cp_async_wait<0>();
-            proxy_fence();
-            bar_sync_wg(BAR8_TILE + W);
-            wg_fence();
-            qk8_issue(s, dq, desc_add(dk0, jn * TILE8_BYTES),
-                      desc_add(dpe0, jn * TILE8_BYTES));
-            wg_commit();
-        }
-        if (mine) {
-            if (t + 2 < t1)
-                kv8b_load_tile(sk + ((i + 2) & 3) * TILE8_BYTES, page, t + 2,
-                               total, kv, wtid);
-            kdt_cp_async_commit();
-            kv8b_pages(page, wtid, t + 4, total, bt);
-        } else if (has) {
-            bar_sync(BAR8_PFULL + (j & 1));
-        }
-        if (has) {
-            pv8_rescale<ROWSUM>(o, l4, alpha_s + j * BM, r0, q);
-            const uint64_t dpj = desc_add(dp0, j * P8_BYTES);
-            pv8_half<ROWSUM>(o, l4, a[0], dpj, dones, vb, j * TILE8_BYTES, q,
-                             0);
-            pv8_half<ROWSUM>(o, l4, a[1], dpj, dones, vb, j * TILE8_BYTES, q,
-                             1);
-        }
-        if (next) {
-            if (has)
-                wg_wait<2>(); /* S; tile t's P V may run on */
-            else
-                wg_wait<0>();
-            pin(s);
-            const bool tail = (t + 2) * BN > past;
-            if (tail)
-                mask_tail(s, tail_bits[0], row_scale);
-            float m_ref[2] = {m_s[r0], m_s[r0 + 8]};
-            float alpha[2], mu[2], no_sum[2] = {0.f, 0.f};
-            softmax_max(s, alpha, m_ref, no_sum, mu, tail, neg, abs_scale);
-            if (q == 0) {
-                m_s[r0] = m_ref[0];
-                m_s[r0 + 8] = m_ref[1];
-                alpha_s[jn * BM + r0] = alpha[0];
-                alpha_s[jn * BM + r0 + 8] = alpha[1];
-            }
-            bar_sync_wg(BAR8_ALPHA + W); /* every row's factor written */
-            const uint32_t pt = base + P8_OFF + jn * P8_BYTES;
-            const float x_scale[2] = {tail ? 1.f : row_scale[0],
-                                      tail ? 1.f : row_scale[1]};
-            softmax_p8_half(s, mu, x_scale, pt, r0, q, 0);
-            softmax_p8_half(s, mu, x_scale, pt, r0, q, 1);
-            proxy_fence();
-        }
-        wg_wait<0>();
-        pin(o);
-        pin(l4);
-        /* published once tile t's P V has retired: the other warpgroup
-         * copies over tile t - 1's stage once it has this P */
-        if (next)
-            bar_arrive(BAR8_PFULL + (jn & 1));
-    }
-    regs_copy(o_io, o);
-    regs_copy(l4_io, l4);
 }

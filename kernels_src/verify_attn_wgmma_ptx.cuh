@@ -75,15 +75,6 @@ st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
                  :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-static __device__ __forceinline__ uint2
-ld_shared_v2(uint32_t addr)
-{
-    uint2 v;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];"
-                 : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
-    return v;
-}
-
 static __device__ __forceinline__ void
 st_shared_v2(uint32_t addr, uint32_t a, uint32_t b)
 {
@@ -260,26 +251,6 @@ wg_mma_qk8(float (&d)[32], uint64_t da, uint64_t db, int acc)
         :
         KDT_WG_D32_OUT(d)
         : "l"(da), "l"(db), "r"(acc));
-}
-
-/* wg_mma_qk8's first step, D = A B^T: D is only written, so a loop's S
- * is not live from one tile's softmax to the next tile's S. */
-static __device__ __forceinline__ void
-wg_mma_qk8_first(float (&d)[32], uint64_t da, uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-        KDT_WG_D32_REGS
-        "}, %32, %33, p, 1, 1;\n}\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]),
-          "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]),
-          "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]),
-          "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]),
-          "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]),
-          "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]),
-          "=f"(d[30]), "=f"(d[31])
-        : "l"(da), "l"(db));
 }
 
 /* O^T[64 dims of chunk C] += V^T P^T, one k32 step: A (V^T) from this

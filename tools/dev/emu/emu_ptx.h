@@ -6,7 +6,7 @@
 // (cached by its address); each statement goes to the first family that
 // knows its opcode:
 //   emu_ptx_core    registers, predicates, prmt, conversions of
-//                   addresses, ld.shared, st.shared, cp.async, named barriers,
+//                   addresses, st.shared, cp.async, named barriers,
 //                   fences, clusters (here)
 //   emu_ptx_warp    ldmatrix, stmatrix, mma.sync, packing cvt,
 //                   fma.rn.bf16x2 (emu_mma.h)
@@ -270,17 +270,6 @@ static inline bool emu_ptx_core(emu_asm_state &s, const std::string &op, const s
         unsigned char *dst = emu_smem_ptr(addr, 4 * nv, 4 * nv);
         emu_race_write(emu_blk->shadow, addr, 4 * nv, false, "st.shared");
         for (int i = 0; i < nv; i++) { uint32_t x = (uint32_t)s.get(v[i]); memcpy(dst + 4 * i, &x, 4); }
-        return true;
-    }
-    if (is("ld.shared.")) { // .b32, .v2.b32, .v4.b32: generic-proxy loads the race checker sees
-        const int nv = op == "ld.shared.v4.b32" ? 4 : op == "ld.shared.v2.b32" ? 2 : op == "ld.shared.b32" ? 1 : 0;
-        if (!nv) emu_die("ld.shared of a width this emulator does not know", s.stmt);
-        std::vector<std::string> v = nv > 1 ? s.vec(a[0]) : std::vector<std::string>{a[0]};
-        if ((int)v.size() != nv) emu_die("ld.shared register count", s.stmt);
-        const uint32_t addr = (uint32_t)s.get(a[1]);
-        const unsigned char *src = emu_smem_ptr(addr, 4 * nv, 4 * nv);
-        emu_race_read(emu_blk->shadow, addr, 4 * nv, "ld.shared");
-        for (int i = 0; i < nv; i++) { uint32_t x; memcpy(&x, src + 4 * i, 4); s.set(v[i], x); }
         return true;
     }
     if (op == "ex2.approx.ftz.f32") { s.setf(a[0], exp2f(s.getf(a[1]))); return true; }
