@@ -12,7 +12,9 @@
 #       then RUNS rounds (default 2; the second in reverse order) of
 #       kdtree-bench $BENCH (default: verify_attn, an e4m3 cache in FP8
 #       arithmetic, PAGE 64, past 32k) and, when BENCH2 is set, of
-#       kdtree-bench $BENCH2 too, each candidate with a cache of its own;
+#       kdtree-bench $BENCH2 too, each candidate with a cache of its own
+#       (both are split on spaces: select a case by several --only, which
+#       must all match, e.g. --only H=8 --only R=8 --only rows=65);
 #       CHECK="NAME ..." then runs each named candidate's
 #       gpu_verify_attn case $CHECK_CASE (default e4m3) and
 #       compute-sanitizer racecheck on two MATH=e4m3 calls
