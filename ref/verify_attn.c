@@ -10,8 +10,8 @@
 
 #include "ref/ref_math.h"
 
-#define D_QK 576
-#define D_V 512
+#define D_QK REF_ATTN_D_QK
+#define D_V REF_ATTN_D_V
 
 uint64_t
 ref_attn_rand(uint64_t *seed)

@@ -10,6 +10,10 @@
 
 #include <stdint.h>
 
+/* A q and kv row's dims (512 c_kv + 64 k_pe), and o's (c_kv). */
+#define REF_ATTN_D_QK 576
+#define REF_ATTN_D_V 512
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -13,8 +13,8 @@
 
 #include "ref/verify_attn.h"
 
-#define D_QK 576
-#define D_V 512
+#define D_QK REF_ATTN_D_QK
+#define D_V REF_ATTN_D_V
 
 typedef struct {
     int qe4m3;

@@ -80,8 +80,8 @@
 /* src/kernels/verify_attn.c's test hook: > 0 forces the split count. */
 extern int kdt_verify_attn_splits_override;
 
-#define D_QK 576
-#define D_V 512
+#define D_QK REF_ATTN_D_QK
+#define D_V REF_ATTN_D_V
 
 enum { TREE_RANDOM = 0, TREE_DDTREE = 1, TREE_CHAIN = 2 };
 

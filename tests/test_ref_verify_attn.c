@@ -26,8 +26,8 @@
 #include "ref/verify_attn.h"
 #include "ref/verify_attn_heads.h"
 
-#define D_QK 576
-#define D_V 512
+#define D_QK REF_ATTN_D_QK
+#define D_V REF_ATTN_D_V
 
 static uint64_t seed = 42;
 
@@ -304,8 +304,9 @@ START_TEST(e4m3_cache)
     }
     ck_assert_int_gt(seen, (int)(no / 2)); /* the rows were not all padding */
     for (int i = 0; i < N * H; i++)
-        ck_assert(isinf(l2[i]) ? l1[i] == l2[i]
-                               : fabs(l1[i] - l2[i]) <= 1e-5 * (1 + fabs(l2[i])));
+        ck_assert(isinf(l2[i])
+                      ? l1[i] == l2[i]
+                      : fabs(l1[i] - l2[i]) <= 1e-5 * (1 + fabs(l2[i])));
     free(k8);
     free(k16);
     free(q);
