@@ -431,8 +431,10 @@ softmax_p8_half(const float (&s)[32], const float (&mu)[2],
         w[h][1] = kdt_e4m3x4_from_f32(p[4], p[5], p[6], p[7]);
     }
     const bool odd = q & 1;
-    const uint32_t y0 = __shfl_xor_sync(0xffffffffu, odd ? w[0][0] : w[1][0], 1);
-    const uint32_t y1 = __shfl_xor_sync(0xffffffffu, odd ? w[0][1] : w[1][1], 1);
+    const uint32_t y0 =
+        __shfl_xor_sync(0xffffffffu, odd ? w[0][0] : w[1][0], 1);
+    const uint32_t y1 =
+        __shfl_xor_sync(0xffffffffu, odd ? w[0][1] : w[1][1], 1);
     const int r = r0 + (odd ? 8 : 0);
     const int piece = (2 * half + (q >> 1)) ^ ((r >> 1) & 3);
     const uint32_t dst = p8 + r * BN + (piece << 4);
@@ -473,8 +475,9 @@ rescale8t(float (&o)[128], const float *alpha_s, int q)
 /* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, O^T = V^T
  * P^T with this thread's V^T fragments from the stage `off` bytes past
  * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
- * (alpha_s: every row's factor, published); ROWSUM (WG0): the row sums l4 too, P times the
- * ones at `dones`, rows r0 (a0) and r0 + 8 (a1) rescaled.  `a` holds the
+ * (alpha_s: every row's factor, published); ROWSUM (WG0): the row sums
+ * l4 too, P times the ones at `dones`, rows r0 (a0) and r0 + 8 (a1)
+ * rescaled.  `a` holds the
  * fragments until pv8_finish: a wgmma reads its registers until then, so
  * each half has its own. */
 template <bool ROWSUM>

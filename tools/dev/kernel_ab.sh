@@ -44,7 +44,8 @@ pack)
             echo "kernel_ab: NAME=DIR, NAME in letters, digits, _: $spec" >&2
             exit 2;;
         esac
-        [ -d "$dir/kernels_src" ] || { echo "kernel_ab: no $dir/kernels_src" >&2; exit 2; }
+        [ -d "$dir/kernels_src" ] ||
+            { echo "kernel_ab: no $dir/kernels_src" >&2; exit 2; }
         t=$(mktemp -d)
         tar xzf "$tarball" -C "$t"
         src=$(ls -d "$t"/kdtree-jit-*)
@@ -85,22 +86,29 @@ run)
     done
     wait
     el "built"
-    BENCH=${BENCH:-"--kernel verify_attn --no-load --kv e4m3 --math e4m3 --page 64 --only past_len=32768"}
+    BENCH=${BENCH:-"--kernel verify_attn --no-load --kv e4m3 --math e4m3 \
+--page 64 --only past_len=32768"}
+    # bench_one NAME CANDIDATE ROUND ARGS...: kdtree-bench ARGS in the
+    # candidate's build, its JSON as NAME-CANDIDATE-ROUND.json
+    bench_one() {
+        local name=$1 cand=$2 round=$3
+        shift 3
+        KDTREE_CACHE_DIR=/tmp/kernel-ab-cache-$cand KDTREE_BENCH_TOOLS=tools \
+            timeout "${BENCH_TIMEOUT:-150}" tools/kdtree-bench "$@" \
+            --json-out "$out/$name-$cand-$round.json" \
+            >"$out/$name-$cand-$round.txt" 2>&1
+    }
     for run in $(seq 1 "${RUNS:-2}"); do
         order=$C
         [ $((run % 2)) = 0 ] && order=$(echo $C | tr ' ' '\n' | tac)
         for c in $order; do
             cd /tmp/kernel-ab-build/"$c"/kdtree-jit-*/ || continue
             # shellcheck disable=SC2086
-            KDTREE_CACHE_DIR=/tmp/kernel-ab-cache-$c KDTREE_BENCH_TOOLS=tools \
-                timeout "${BENCH_TIMEOUT:-150}" tools/kdtree-bench $BENCH \
-                --json-out "$out/b-$c-$run.json" >"$out/b-$c-$run.txt" 2>&1
+            bench_one b "$c" "$run" $BENCH
             el "bench $c round $run: exit $?"
             if [ -n "${BENCH2:-}" ]; then
                 # shellcheck disable=SC2086
-                KDTREE_CACHE_DIR=/tmp/kernel-ab-cache-$c KDTREE_BENCH_TOOLS=tools \
-                    timeout "${BENCH_TIMEOUT:-150}" tools/kdtree-bench $BENCH2 \
-                    --json-out "$out/c-$c-$run.json" >"$out/c-$c-$run.txt" 2>&1
+                bench_one c "$c" "$run" $BENCH2
                 el "bench2 $c round $run: exit $?"
             fi
         done
@@ -115,7 +123,10 @@ run)
         CK_RUN_CASE=${CHECK_CASE:-e4m3} KDTREE_TEST_REQUIRE_GPU=1 \
             timeout "${CHECK_TIMEOUT:-240}" tests/gpu_verify_attn \
             >"$out/check-$c.log" 2>&1
-        el "$c gpu_verify_attn ${CHECK_CASE:-e4m3}: exit $? $(grep -c ' 0 bad' "$out/check-$c.log") cases 0 bad, $(grep -c ' [1-9][0-9]* bad' "$out/check-$c.log") bad"
+        rc=$? log=$out/check-$c.log
+        el "$c gpu_verify_attn ${CHECK_CASE:-e4m3}: exit $rc" \
+            "$(grep -c ' 0 bad' "$log") calls 0 bad," \
+            "$(grep -c ' [1-9][0-9]* bad' "$log") with bad"
         for a in "8 1 256" "1 1 2048"; do
             f=$out/race-$c-${a// /_}.log
             BATCH=1 REPS=1 timeout 120 compute-sanitizer --tool racecheck \
