@@ -14,22 +14,23 @@ call's other arguments, as each kernel's _Kernel below describes them:
   one struct.pack_into into an argument buffer whose layout comes from
   cffi's reading of kdtree.h (Layout), then the C function.
 - The last call: each thread remembers, per kernel, the last call it
-  checked: the id() and pointer of every array in it and its other
-  arguments.  The arrays are weakly referenced, and one that dies
-  forgets the call at once, so an id seen again is the same live array.
-  A call with the same arrays at the same pointers and the same other
-  arguments is that call again: no array can have changed its dtype or
-  device, one whose storage moved (set_(), a resize_() that grows it) has
-  a new pointer, and one shrunk or reshaped in place keeps its storage, so
-  the kernel still touches only memory checked to be that array's (what
-  such a tensor then shows of it is its owner's business).  That call
-  skips the checks and the packing (the buffer still holds its values;
-  an allocating call packs its new arrays' pointers, one pack_into of
-  the fields they fill): an id() and a data_ptr() per array, and the
-  launch.  Those two calls an array are most of what the path costs;
-  nothing cheaper tells the same live array at the same pointer without
-  holding it.  Only torch tensors are remembered (CuPy arrays and other
-  __cuda_array_interface__ objects are checked every call).
+  checked: a weak reference to and the pointer of every array in it, and
+  its other arguments.  An array that dies forgets the call at once, and
+  its reference gives back only that live array, never another at its
+  address.  A call with the same arrays at the same pointers and the same
+  other arguments is that call again: no array can have changed its
+  dtype or device, one whose storage moved (set_(), a resize_() that
+  grows it) has a new pointer, and one shrunk or reshaped in place keeps
+  its storage, so the kernel still touches only memory checked to be
+  that array's (what such a tensor then shows of it is its owner's
+  business).  That call skips the checks and the packing (the buffer
+  still holds its values; an allocating call packs its new arrays'
+  pointers, one pack_into of the fields they fill): a call of its
+  reference and a data_ptr() per array, and the launch.  Those two calls
+  an array are most of what the path costs; nothing cheaper tells the
+  same live array at the same pointer without holding it.  Only torch
+  tensors are remembered (CuPy arrays and other __cuda_array_interface__
+  objects are checked every call).
 
 Nothing else is kept per shape: no workspace, no outputs.  verify_attn's
 workspace is an argument (verify_attn_workspace() sizes one), allocated
@@ -499,12 +500,12 @@ class _Plan(object):
     (struct.Struct, offset, getter of the new pointers) runs) and
     the getter of the result's arrays from the new arrays + [None]
     (`pick`).  As a thread's last call (the module's docstring): the
-    id() of each slot, the pointers of its arrays, the test of both
-    (`same`, _same_test's) and weak references that forget it when one
+    test that a row of slots is its row again (`same`, _same_test's),
+    which holds weak references to its arrays that forget it when one
     dies."""
 
     __slots__ = ("args", "c", "cargs", "alloc", "runs", "at", "pick",
-                 "ids", "ptrs", "refs", "same")
+                 "same")
 
 
 def _pack_new(p, buf, ps):
@@ -529,29 +530,44 @@ def _getter(indices):
 _SAME_TESTS = {}
 
 
-def _same_test(at, n):
-    """The last call's test for a row of n slots whose slots `at` hold
-    arrays: a function of (xs, ids, ptrs) that says whether slot i of
-    xs is the object of id ids[i] for every i, and the array of slot
-    at[j] at pointer ptrs[j] for every j.  Written out for its slots
-    (made once per such row, by exec) and so an id() and a data_ptr() a
-    slot with no tuple built of either: about 0.4 µs less a call than
-    mapping them into tuples, from 3 slots to 15 alike."""
-    f = _SAME_TESTS.get((at, n))
-    if f is None:
-        xs = ["x%d" % i for i in range(n)]
-        ids = ["i%d" % i for i in range(n)]
-        ptrs = ["p%d" % j for j in range(len(at))]
-        test = ["id(%s) == %s" % t for t in zip(xs, ids)] + \
-            ["dp(x%d) == %s" % t for t in zip(at, ptrs)]
-        src = "def same(xs, ids, ptrs):\n" + "".join(
-            "    %s, = %s\n" % (", ".join(names), row)
-            for names, row in ((xs, "xs"), (ids, "ids"), (ptrs, "ptrs"))
-            if names) + "    return %s\n" % (" and ".join(test) or "True")
-        scope = {"dp": _data_ptr}
+def _same_test(xs, refs, ptrs):
+    """The last call's test of a row of slots like `xs`: a function of a
+    row that says whether each slot holds what that of `xs` held: None or
+    _NEW where it held them, and where it held its j-th array, the array
+    weak reference refs[j] gives, at pointer ptrs[j].  Written out for
+    its row (the code made once per kind of row, by exec), the references
+    and pointers bound in its closure: a call of the reference and an
+    identity test (no id(), no int compared) and a data_ptr() an array,
+    with no tuple built of either.  A reference whose array died gives
+    None, which the slot may hold: data_ptr() refuses that (TypeError),
+    and the row is not the same."""
+    kinds = tuple("n" if x is None else "w" if x is _NEW else "a"
+                  for x in xs)
+    make = _SAME_TESTS.get(kinds)
+    if make is None:
+        at = [i for i, c in enumerate(kinds) if c == "a"]
+        test = ["r%d() is x%d" % (i, i) for i in at] + \
+            ["x%d is %s" % (i, "None" if c == "n" else "NEW")
+             for i, c in enumerate(kinds) if c != "a"] + \
+            ["dp(x%d) == p%d" % (i, i) for i in at]
+        src = ("def make(refs, ptrs):\n"
+               "    %s= refs\n"
+               "    %s= ptrs\n"
+               "    def same(xs):\n"
+               "        %s= xs\n"
+               "        try:\n"
+               "            return %s\n"
+               "        except TypeError:\n"
+               "            return False\n"
+               "    return same\n") % (
+                   "".join("r%d, " % i for i in at) or "()",
+                   "".join("p%d, " % i for i in at) or "()",
+                   "".join("x%d, " % i for i in range(len(kinds))),
+                   " and ".join(test))
+        scope = {"dp": _data_ptr, "NEW": _NEW}
         exec(src, scope)
-        f = _SAME_TESTS[(at, n)] = scope["same"]
-    return f
+        make = _SAME_TESTS[kinds] = scope["make"]
+    return make(refs, ptrs)
 
 
 class _Last(object):
@@ -745,8 +761,7 @@ class Runtime(object):
         takes back fastest from an op); a Bound when `bind`."""
         last = self._tls.last[k.index]
         p = last.memo
-        if p is None or args != p.args or bind or \
-                not p.same(xs, p.ids, p.ptrs):
+        if p is None or args != p.args or bind or not p.same(xs):
             if bind:
                 return self._bind(k, xs, args, out)
             p = self._plan(k, xs, args, last)
@@ -779,10 +794,9 @@ class Runtime(object):
         arrays = [xs[i] for i in at]
         if T is not None and all(x.__class__ is T or isinstance(x, T)
                                  for x in arrays):
-            p.ids = tuple(map(id, xs))
-            p.ptrs = tuple(map(_data_ptr, arrays))
-            p.same = _same_test(at, len(xs))
-            p.refs = tuple(_weakref(x, _forget(last, p)) for x in arrays)
+            forget = _forget(last, p)
+            p.same = _same_test(xs, [_weakref(x, forget) for x in arrays],
+                                map(_data_ptr, arrays))
             last.memo = p
         return p
 

@@ -15,6 +15,7 @@ import contextlib
 import copy
 import gc
 import threading
+import weakref
 
 import pytest
 
@@ -209,24 +210,32 @@ def test_moved_or_other_tensors_are_checked_again():
 
 def test_the_written_out_test_tells_every_slot():
     """_same_test's function, for each row shape: false when any one
-    slot holds another object or any one array another pointer, true
-    for the row it was made from."""
+    slot holds another object or any one array another pointer, or a
+    reference whose array died meets None in its slot; true for the row
+    it was made from."""
     _runtime._data_ptr = torch.Tensor.data_ptr
     for n in (1, 3, 15):
         for at in (tuple(range(n)), tuple(range(0, n, 2))):
             xs = tuple(torch.zeros(2) if i in at else None
                        for i in range(n))
-            ids = tuple(map(id, xs))
-            ptrs = tuple(xs[i].data_ptr() for i in at)
-            same = _runtime._same_test(at, n)
-            assert same(xs, ids, ptrs)
-            assert _runtime._same_test(at, n) is same  # made once
+            refs = [weakref.ref(xs[i]) for i in at]
+            ptrs = [xs[i].data_ptr() for i in at]
+            same = _runtime._same_test(xs, refs, ptrs)
+            assert same(xs)
+            # the code made once a kind of row
+            assert _runtime._same_test(xs, refs, ptrs).__code__ is \
+                same.__code__
             for i in range(n):
                 other = xs[:i] + (torch.zeros(2),) + xs[i + 1:]
-                assert not same(other, ids, ptrs)
+                assert not same(other)
             for j in range(len(at)):
-                moved = ptrs[:j] + (ptrs[j] + 4,) + ptrs[j + 1:]
-                assert not same(xs, ids, moved)
+                moved = ptrs[:j] + [ptrs[j] + 4] + ptrs[j + 1:]
+                assert not _runtime._same_test(xs, refs, moved)(xs)
+                dead = weakref.ref(torch.zeros(2))
+                assert dead() is None
+                gone = refs[:j] + [dead] + refs[j + 1:]
+                assert not _runtime._same_test(xs, gone, ptrs)(
+                    xs[:at[j]] + (None,) + xs[at[j] + 1:])
 
 
 def test_a_tensor_that_dies_forgets_the_call():
