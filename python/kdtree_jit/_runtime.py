@@ -45,6 +45,7 @@ import collections
 import operator
 import struct
 import threading
+from functools import partial as _partial
 from weakref import ref as _weakref
 
 from . import _arrays
@@ -494,18 +495,19 @@ KERNEL_NAMES = tuple(k.name for k in _KERNELS)
 class _Plan(object):
     """A checked call, what launching it again takes: its other arguments
     (`args`); the C function and its arguments after the runtime (`c`,
-    `cargs`); for a call that allocates, the function that makes its new
-    arrays (`alloc`), where their pointers go in the argument buffer
-    (`runs`: a struct.Struct of them all, packed at offset `at`, or
-    (struct.Struct, offset, getter of the new pointers) runs) and
-    the getter of the result's arrays from the new arrays + [None]
-    (`pick`).  As a thread's last call (the module's docstring): the
+    `cargs`), and the function of the stream that launches it with the
+    runtime's handle (`launch`); for a call that allocates, the function
+    that makes its new arrays (`alloc`), where their pointers go in the
+    argument buffer (`runs`: a struct.Struct of them all, packed at
+    offset `at`, or (struct.Struct, offset, getter of the new pointers)
+    runs) and the getter of the result's arrays from the new arrays +
+    [None] (`pick`).  As a thread's last call (the module's docstring): the
     test that a row of slots is its row again (`same`, _same_test's),
     which holds weak references to its arrays that forget it when one
     dies."""
 
-    __slots__ = ("args", "c", "cargs", "alloc", "runs", "at", "pick",
-                 "same")
+    __slots__ = ("args", "c", "cargs", "launch", "alloc", "runs", "at",
+                 "pick", "same")
 
 
 def _pack_new(p, buf, ps):
@@ -768,8 +770,15 @@ class Runtime(object):
         if p.alloc is not None:
             arrays, ps = p.alloc()
             _pack_new(p, last.buf, ps)
-        r = p.c(self._rt or self._handle(k.name), *p.cargs,
-                self._stream(stream))
+        if self._rt is None:
+            self._handle(k.name)  # the runtime was closed
+        # _stream's common case, the current stream seen before, inline.
+        s = None
+        if stream is None:
+            raw = _arrays._raw_stream
+            if raw is not None:
+                s = self._streams.get(raw(self.device))
+        r = p.launch(self._stream(stream) if s is None else s)
         if r:
             raise fail(self._ffi, self._lib, r, k.c_name)
         if out is None or out is TUPLE:
@@ -812,6 +821,7 @@ class Runtime(object):
                self._late(k, st, i) is not None]
         row = tuple(row) + st.consts + args
         p.cargs = self._cargs(k, buf, row, st)
+        p.launch = _partial(p.c, self._rt, *p.cargs)
         lay = self._layouts[k.index]
         lay.packer.pack_into(buf.view, 0, *[row[i] for i in st.order])
         if not new:
