@@ -504,10 +504,13 @@ class _Plan(object):
     [None] (`pick`).  As a thread's last call (the module's docstring): the
     test that a row of slots is its row again (`same`, _same_test's),
     which holds weak references to its arrays that forget it when one
-    dies."""
+    dies, and the object that tells it to their callbacks (`token`)."""
 
     __slots__ = ("args", "c", "cargs", "launch", "alloc", "runs", "at",
-                 "pick", "same")
+                 "pick", "same", "token")
+
+    def __init__(self):
+        self.token = object()
 
 
 def _pack_new(p, buf, ps):
@@ -579,10 +582,14 @@ class _Last(object):
         self.buf, self.memo = buf, None
 
 
-def _forget(last, memo):
-    """The callback that forgets `memo` when one of its arrays dies."""
+def _forget(last, token):
+    """The callback that forgets the last call of `last` whose `token`
+    is `token`, when one of its arrays dies.  (The token, not the call:
+    a callback that held the call would close a reference cycle through
+    its weak references, which only the garbage collector frees.)"""
     def dead(_ref):
-        if last.memo is memo:
+        memo = last.memo
+        if memo is not None and memo.token is token:
             last.memo = None
     return dead
 
@@ -803,7 +810,7 @@ class Runtime(object):
         arrays = [xs[i] for i in at]
         if T is not None and all(x.__class__ is T or isinstance(x, T)
                                  for x in arrays):
-            forget = _forget(last, p)
+            forget = _forget(last, p.token)
             p.same = _same_test(xs, [_weakref(x, forget) for x in arrays],
                                 map(_data_ptr, arrays))
             last.memo = p
