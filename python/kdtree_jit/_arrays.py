@@ -147,14 +147,16 @@ def checked(fn, name, x, dtypes, shape, device):
     return ptr, shp, match[0]
 
 
-def ptr(fn, name, x, dt, shape, device):
-    """The pointer of `x` after checking it is a contiguous array of DType
-    `dt` and exactly `shape` on CUDA device `device`."""
-    if x.__class__ is _Tensor and x.dtype is dt.torch and x.is_cuda and \
-            x.get_device() == device and x.shape == shape and \
-            x.is_contiguous():
-        return x.data_ptr()
-    return checked(fn, name, x, (dt,), shape, device)[0]
+def ptr(fn, name, x, dtypes, shape, device):
+    """The pointer of `x` after checking it is a contiguous array of one
+    of `dtypes` and exactly `shape` on CUDA device `device`."""
+    if x.__class__ is _Tensor and x.is_cuda and x.get_device() == device \
+            and x.shape == shape and x.is_contiguous():
+        xd = x.dtype
+        for d in dtypes:
+            if xd is d.torch:
+                return x.data_ptr()
+    return checked(fn, name, x, dtypes, shape, device)[0]
 
 
 def first(fn, name, x, dtypes, ndim, device):

@@ -209,6 +209,12 @@ class _Kernel(object):
         self.n_in, self.n_out = len(inputs), len(result._fields)
         self.slot = dict((n, i) for i, n in enumerate(self.names))
         self.lead = tuple((self.slot[n], nd) for n, nd in lead)
+        # The other slots, checked at the shapes the lead ones give:
+        # (index, name, DTypes, optional) each.
+        at = set(i for i, _ in self.lead)
+        self.rest = tuple((i, self.names[i], self.dtypes[i],
+                           self.optional[i])
+                          for i in range(len(slots)) if i not in at)
         self.args, self.key_args = args, key_args
         self.sizes = sizes
         self.structs = tuple((c, tuple(f for f, _ in fs)) for c, fs in structs)
@@ -266,7 +272,8 @@ class _Kernel(object):
                 alloc[i] = (s, self.dtypes[i][0])
         return _Shape(shapes, alloc, tuple(values),
                       dict((n, row[n] - n_slots) for n in consts),
-                      [row[s] for s in self.sources], row)
+                      [row[s] for s in self.sources], row,
+                      tuple(shapes[r[1]] for r in self.rest))
 
     def late(self, rt, st, i):
         """(shape, DType) of an output slot whose size the library gives
@@ -279,13 +286,16 @@ class _Shape(object):
     (shape, DType) of each output to allocate, the constants packed, and
     where each of the structs' fields, in packing order, is in a row of
     slot pointers + constants + arguments (`order`; `row`: a source's
-    position in that row)."""
+    position in that row); the shape of each of the kernel's `rest`
+    slots, in order (`rest`)."""
 
-    __slots__ = ("shapes", "alloc", "consts", "consts_at", "order", "row")
+    __slots__ = ("shapes", "alloc", "consts", "consts_at", "order", "row",
+                 "rest")
 
-    def __init__(self, shapes, alloc, consts, consts_at, order, row):
+    def __init__(self, shapes, alloc, consts, consts_at, order, row, rest):
         self.shapes, self.alloc, self.consts = shapes, alloc, consts
         self.consts_at, self.order, self.row = consts_at, order, row
+        self.rest = rest
 
     def set_const(self, name, value):
         c = list(self.consts)
@@ -890,11 +900,12 @@ class Runtime(object):
         each slot, 0 for None and _NEW; its _Shape; the _NEW slots)."""
         fn, dev = k.name, self.device
         ptrs = [0] * len(xs)
-        lead = []
+        lead, new = [], []
         for i, ndim in k.lead:
             x = xs[i]
             if x is _NEW:
                 lead.append(None)
+                new.append(i)
                 continue
             p, s, d = _arrays.first(fn, k.names[i], x, k.dtypes[i], ndim,
                                     dev)
@@ -905,21 +916,14 @@ class Runtime(object):
         st = self._shapes.get(key)
         if st is None:
             st = self._shapes[key] = k.shape(self, lead, key_args)
-        new = []
-        is_lead = [i for i, _ in k.lead]
-        for i, x in enumerate(xs):
+        ptr = _arrays.ptr
+        for (i, name, dts, optional), shape in zip(k.rest, st.rest):
+            x = xs[i]
             if x is _NEW:
                 new.append(i)
-            elif x is None and k.optional[i]:
-                pass
-            elif i not in is_lead:
-                dts = k.dtypes[i]
-                if len(dts) == 1:
-                    ptrs[i] = _arrays.ptr(fn, k.names[i], x, dts[0],
-                                          st.shapes[k.names[i]], dev)
-                else:
-                    ptrs[i] = _arrays.checked(fn, k.names[i], x, dts,
-                                              st.shapes[k.names[i]], dev)[0]
+            elif x is not None or not optional:
+                ptrs[i] = ptr(fn, name, x, dts, shape, dev)
+        new.sort()  # a lead slot's among the others'
         return ptrs, st, new
 
     # ---- §1 draft_topk -------------------------------------------------
