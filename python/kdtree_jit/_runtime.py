@@ -536,53 +536,66 @@ def _pack_new(p, buf, ps):
 def _getter(indices):
     """A function of a sequence that returns its items at `indices`, a
     tuple even of one."""
-    if len(indices) == 1:
+    if len(indices) < 2:
+        if not indices:
+            return lambda xs: ()
         i, = indices
         return lambda xs: (xs[i],)
     return operator.itemgetter(*indices)
 
 
-_SAME_TESTS = {}
+_ROWS = {}  # the slots' types -> _same_test's answer
 
 
-def _same_test(xs, refs, ptrs):
-    """The last call's test of a row of slots like `xs`: a function of a
-    row that says whether each slot holds what that of `xs` held: None or
+def _same_test(xs):
+    """The last call's test of rows of slots like `xs` (of the same types
+    slot by slot): (make, arrays), where arrays(row) is the tuple of the
+    arrays of a row and make(refs, ptrs) the test, a function of a row
+    that says whether each slot holds what that of `xs` held: None or
     _NEW where it held them, and where it held its j-th array, the array
-    weak reference refs[j] gives, at pointer ptrs[j].  Written out for
-    its row (the code made once per kind of row, by exec), the references
-    and pointers bound in its closure: a call of the reference and an
+    weak reference refs[j] gives, at pointer ptrs[j].  None where an
+    array of `xs` is not a torch tensor.  Written out for its row (the
+    code made once per kind of row, by exec), the references and
+    pointers bound in its closure: a call of the reference and an
     identity test (no id(), no int compared) and a data_ptr() an array,
     with no tuple built of either.  A reference whose array died gives
     None, which the slot may hold: data_ptr() refuses that (TypeError),
     and the row is not the same."""
-    kinds = tuple("n" if x is None else "w" if x is _NEW else "a"
-                  for x in xs)
-    make = _SAME_TESTS.get(kinds)
-    if make is None:
-        at = [i for i, c in enumerate(kinds) if c == "a"]
-        test = ["r%d() is x%d" % (i, i) for i in at] + \
-            ["x%d is %s" % (i, "None" if c == "n" else "NEW")
-             for i, c in enumerate(kinds) if c != "a"] + \
-            ["dp(x%d) == p%d" % (i, i) for i in at]
-        src = ("def make(refs, ptrs):\n"
-               "    %s= refs\n"
-               "    %s= ptrs\n"
-               "    def same(xs):\n"
-               "        %s= xs\n"
-               "        try:\n"
-               "            return %s\n"
-               "        except TypeError:\n"
-               "            return False\n"
-               "    return same\n") % (
-                   "".join("r%d, " % i for i in at) or "()",
-                   "".join("p%d, " % i for i in at) or "()",
-                   "".join("x%d, " % i for i in range(len(kinds))),
-                   " and ".join(test))
-        scope = {"dp": _data_ptr, "NEW": _NEW}
-        exec(src, scope)
-        make = _SAME_TESTS[kinds] = scope["make"]
-    return make(refs, ptrs)
+    key = tuple(map(type, xs))
+    try:
+        return _ROWS[key]
+    except KeyError:
+        pass
+    T = _arrays._Tensor
+    kinds = ["n" if t is type(None) else "w" if t is type(_NEW) else
+             "a" if T is not None and issubclass(t, T) else None
+             for t in key]
+    if None in kinds:
+        _ROWS[key] = None
+        return None
+    at = [i for i, c in enumerate(kinds) if c == "a"]
+    test = ["r%d() is x%d" % (i, i) for i in at] + \
+        ["x%d is %s" % (i, "None" if c == "n" else "NEW")
+         for i, c in enumerate(kinds) if c != "a"] + \
+        ["dp(x%d) == p%d" % (i, i) for i in at]
+    src = ("def make(refs, ptrs):\n"
+           "    %s= refs\n"
+           "    %s= ptrs\n"
+           "    def same(xs):\n"
+           "        %s= xs\n"
+           "        try:\n"
+           "            return %s\n"
+           "        except TypeError:\n"
+           "            return False\n"
+           "    return same\n") % (
+               "".join("r%d, " % i for i in at) or "()",
+               "".join("p%d, " % i for i in at) or "()",
+               "".join("x%d, " % i for i in range(len(kinds))),
+               " and ".join(test))
+    scope = {"dp": _data_ptr, "NEW": _NEW}
+    exec(src, scope)
+    r = _ROWS[key] = scope["make"], _getter(at)
+    return r
 
 
 class _Last(object):
@@ -813,37 +826,36 @@ class Runtime(object):
         # Forgotten first: the checks may fail after packing over the
         # buffer the last call launches from.
         last.memo = None
-        p = self._checked(k, xs, args, last.buf)
-        T = _arrays._Tensor
-        at = tuple(i for i, x in enumerate(xs)
-                   if x is not None and x is not _NEW)
-        arrays = [xs[i] for i in at]
-        if T is not None and all(x.__class__ is T or isinstance(x, T)
-                                 for x in arrays):
+        p, ptrs = self._checked(k, xs, args, last.buf)
+        t = _same_test(xs)
+        if t is not None:
+            make, arrays = t
             forget = _forget(last, p.token)
-            p.same = _same_test(xs, [_weakref(x, forget) for x in arrays],
-                                map(_data_ptr, arrays))
+            # The pointers the checks read, which the launch takes.
+            p.same = make([_weakref(x, forget) for x in arrays(xs)],
+                          arrays(ptrs))
             last.memo = p
         return p
 
     def _checked(self, k, xs, args, buf):
-        """A _Plan of the checked call: its structs packed into `buf`
-        (the pointers of the arrays it allocates: 0, until it does)."""
-        row, st, new = self._check(k, xs, args)
+        """The _Plan of the checked call, its structs packed into `buf`
+        (the pointers of the arrays it allocates: 0, until it does), and
+        the pointer of each slot (_check's)."""
+        ptrs, st, new = self._check(k, xs, args)
         p = _Plan()
         p.args, p.c = args, getattr(self._lib, k.c_name)
         # The outputs to allocate, but a workspace this shape does without
         # (its size, asked once the checks passed, is one of the constants).
         new = [i for i in new if st.alloc[i] is not None or
                self._late(k, st, i) is not None]
-        row = tuple(row) + st.consts + args
+        row = tuple(ptrs) + st.consts + args
         p.cargs = self._cargs(k, buf, row, st)
         p.launch = _partial(p.c, self._rt, *p.cargs)
         lay = self._layouts[k.index]
         lay.packer.pack_into(buf.view, 0, *[row[i] for i in st.order])
         if not new:
             p.alloc = None
-            return p
+            return p, ptrs
         p.alloc = _arrays.allocator([st.alloc[i] for i in new], self.device,
                                     xs[k.lead[0][0]])
         # Where the new pointers go: runs of fields back to back, each
@@ -866,12 +878,12 @@ class Runtime(object):
         # left out.
         p.pick = _getter([new.index(i) if i in new else len(new)
                           for i in range(k.n_in, k.n_in + k.n_out)])
-        return p
+        return p, ptrs
 
     def _bind(self, k, xs, args, out):
         """A Bound launch of a checked call, with a buffer of its own."""
         buf = self._layouts[k.index].buffer()
-        p = self._checked(k, xs, args, buf)
+        p = self._checked(k, xs, args, buf)[0]
         result = out if out is None or out.__class__ is k.result else \
             _new(k.result, out)
         arrays = None

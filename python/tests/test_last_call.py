@@ -218,24 +218,31 @@ def test_the_written_out_test_tells_every_slot():
         for at in (tuple(range(n)), tuple(range(0, n, 2))):
             xs = tuple(torch.zeros(2) if i in at else None
                        for i in range(n))
-            refs = [weakref.ref(xs[i]) for i in at]
-            ptrs = [xs[i].data_ptr() for i in at]
-            same = _runtime._same_test(xs, refs, ptrs)
+            make, arrays = _runtime._same_test(xs)
+            assert arrays(xs) == tuple(xs[i] for i in at)
+            assert _runtime._same_test(xs) == (make, arrays)  # made once
+            refs = [weakref.ref(x) for x in arrays(xs)]
+            ptrs = [x.data_ptr() for x in arrays(xs)]
+            same = make(refs, ptrs)
             assert same(xs)
-            # the code made once a kind of row
-            assert _runtime._same_test(xs, refs, ptrs).__code__ is \
-                same.__code__
             for i in range(n):
                 other = xs[:i] + (torch.zeros(2),) + xs[i + 1:]
                 assert not same(other)
             for j in range(len(at)):
                 moved = ptrs[:j] + [ptrs[j] + 4] + ptrs[j + 1:]
-                assert not _runtime._same_test(xs, refs, moved)(xs)
+                assert not make(refs, moved)(xs)
                 dead = weakref.ref(torch.zeros(2))
                 assert dead() is None
                 gone = refs[:j] + [dead] + refs[j + 1:]
-                assert not _runtime._same_test(xs, gone, ptrs)(
+                assert not make(gone, ptrs)(
                     xs[:at[j]] + (None,) + xs[at[j] + 1:])
+
+
+def test_a_row_with_other_arrays_has_no_test():
+    """A row whose arrays are not all torch tensors is not remembered:
+    _same_test gives None for it."""
+    xs = (torch.zeros(2), _util.FakeArray((2,)), None)
+    assert _runtime._same_test(xs) is None
 
 
 def test_a_tensor_that_dies_forgets_the_call():
