@@ -286,16 +286,18 @@ class _Shape(object):
     (shape, DType) of each output to allocate, the constants packed, and
     where each of the structs' fields, in packing order, is in a row of
     slot pointers + constants + arguments (`order`; `row`: a source's
-    position in that row); the shape of each of the kernel's `rest`
+    position in that row; `fields`: the getter of the fields, in
+    order, from such a row); the shape of each of the kernel's `rest`
     slots, in order (`rest`)."""
 
     __slots__ = ("shapes", "alloc", "consts", "consts_at", "order", "row",
-                 "rest")
+                 "rest", "fields")
 
     def __init__(self, shapes, alloc, consts, consts_at, order, row, rest):
         self.shapes, self.alloc, self.consts = shapes, alloc, consts
         self.consts_at, self.order, self.row = consts_at, order, row
         self.rest = rest
+        self.fields = operator.itemgetter(*order)
 
     def set_const(self, name, value):
         c = list(self.consts)
@@ -852,7 +854,7 @@ class Runtime(object):
         p.cargs = self._cargs(k, buf, row, st)
         p.launch = _partial(p.c, self._rt, *p.cargs)
         lay = self._layouts[k.index]
-        lay.packer.pack_into(buf.view, 0, *[row[i] for i in st.order])
+        lay.packer.pack_into(buf.view, 0, *st.fields(row))
         if not new:
             p.alloc = None
             return p, ptrs
