@@ -178,6 +178,15 @@ typedef uint16_t kdt_attn_wg_kvtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BN][64];
 #define KDT_ATTN_WG8_KBLK 5
 typedef uint8_t kdt_attn_wg8_tile[KDT_ATTN_WG8_KBLK][KDT_ATTN_WG_BN][128];
 
+/* Under MATH = e4m3, where a page holds less than a tile (PAGE % BN !=
+ * 0): the cache rows (page x PAGE + slot) of a tile's 64 tokens, read
+ * from the block table once a token and staged for the warpgroup that
+ * copies the tile, two tiles' at a time.  Token i's row is at i + 2 (i /
+ * 32): a warp's 8-byte reads of tokens i and i + 32 then fall on other
+ * banks. */
+#define KDT_ATTN_WG8_ROWS_LD (KDT_ATTN_WG_BN + 4)
+typedef int32_t kdt_attn_wg8_rows[2][KDT_ATTN_WG8_ROWS_LD];
+
 /* A cluster's share of the merge: a block's normalised partial rows (f32)
  * and their log2-sum-exp, which the cluster's other blocks read. */
 typedef struct kdt_attn_wg_merge {
@@ -197,6 +206,12 @@ typedef struct kdt_attn_wg_smem {
      * merge (cluster_merge). */
     union {
         alignas(16) kdt_attn_wg_kvtile kv[2];
+        /* MATH = e4m3: the first stage's e4m3 tile, and in its spare
+         * bytes the staged cache rows */
+        struct {
+            alignas(16) kdt_attn_wg8_tile tile;
+            alignas(16) kdt_attn_wg8_rows rows;
+        } e4m3;
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];
         kdt_attn_wg_merge merge;
     } stages;
@@ -226,6 +241,9 @@ static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages) ==
                   sizeof(kdt_attn_wg8_tile) <= sizeof(kdt_attn_wg_kvtile),
               "the epilogue's O is staged in the KV stages at no cost, "
               "and an e4m3 tile fits in a bf16 stage");
+static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages.e4m3) <=
+                  sizeof(kdt_attn_wg_kvtile),
+              "the staged rows lie in the first stage's spare bytes");
 static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
                   && sizeof(((kdt_attn_wg_smem *)0)->p) ==
                   sizeof(((kdt_attn_wg_smem *)0)->p.p16),

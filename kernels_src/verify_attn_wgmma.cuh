@@ -463,10 +463,16 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     }
     if (wg == 1 && b.t0 < b.t1) {
         if constexpr (MATH_E4M3) {
-            int page[KV8B_PAGES];
-            kv8b_pages(page, wtid, b.t0, b.total, bt);
-            kv8b_load_tile(sk, page, b.t0, b.total, (const uint8_t *)kv,
+            int where[KV8B_PAGES];
+            kv8b_where_bt(where, wtid, b.t0, b.total, bt);
+            kv8b_load_tile(sk, where, b.t0, b.total, (const uint8_t *)kv,
                            wtid);
+            /* the next tile's rows (slot 1), for the loop (the barriers
+             * below order them before it) */
+            if constexpr (!KV8B_ONE_PAGE)
+                kv8b_stage((int *)(smem + ROWS_OFF) + KDT_ATTN_WG8_ROWS_LD,
+                           kv8b_entry(wtid, b.t0 + 1, b.total, bt),
+                           b.t0 + 1, wtid);
         } else if constexpr (KV_E4M3) {
             uint4 v[KV8_PIECES];
 #pragma unroll
@@ -760,25 +766,40 @@ static __device__ __forceinline__ void
 wg1_load_pv8_loop(float (&o)[128], const va_block &b,
                   const uint8_t *__restrict__ kv,
                   const int32_t *__restrict__ bt, uint64_t dp, uint32_t sk,
-                  const unsigned char *smem_k, const float *alpha_s,
-                  int wtid)
+                  const unsigned char *smem_k, int *rows,
+                  const float *alpha_s, int wtid)
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
     float no_rowsum[4];
-    int page[KV8B_PAGES]; /* of tile t+1, then of t+2 */
+    int where[KV8B_PAGES]; /* one page a tile: of tile t+1, then of t+2 */
+    int entry = -1;        /* else token wtid's entry of t+2, then of t+3 */
     const unsigned char *vb[4];
     vt8_bases(vb, smem_k, 1, wtid);
-    kv8b_pages(page, wtid, t0 + 1, total, bt);
+    if constexpr (KV8B_ONE_PAGE)
+        kv8b_where_bt(where, wtid, t0 + 1, total, bt);
+    else
+        entry = kv8b_entry(wtid, t0 + 2, total, bt);
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
         const uint32_t next = sk + nb * TILE_BYTES;
         /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
         if (it > 0)
             bar_sync(BAR_KEMPTY + nb);
-        if (t + 1 < t1)
-            kv8b_load_tile(next, page, t + 1, total, kv, wtid);
+        if (t + 1 < t1) {
+            if constexpr (!KV8B_ONE_PAGE)
+                kv8b_where_staged(where, rows + nb * KDT_ATTN_WG8_ROWS_LD,
+                                  wtid);
+            kv8b_load_tile(next, where, t + 1, total, kv, wtid);
+        }
         kdt_cp_async_commit();
-        kv8b_pages(page, wtid, t + 2, total, bt);
+        if constexpr (KV8B_ONE_PAGE) {
+            kv8b_where_bt(where, wtid, t + 2, total, bt);
+        } else {
+            /* t+2's rows where t's were: read in the last iteration,
+             * before its BAR_PFULL; read in the next, after this one's */
+            kv8b_stage(rows + st * KDT_ATTN_WG8_ROWS_LD, entry, t + 2, wtid);
+            entry = kv8b_entry(wtid, t + 3, total, bt);
+        }
 
         bar_sync(BAR_PFULL);
         uint32_t a8[2][4][4]; /* each half's V^T fragments */
@@ -817,7 +838,7 @@ static __device__ __forceinline__ void
 wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
                  const uint16_t *__restrict__ kv,
                  const int32_t *__restrict__ bt, uint64_t dp, uint64_t dv0,
-                 uint32_t sk, const unsigned char *smem_k, uint32_t vcol,
+                 uint32_t sk, unsigned char *smem_k, uint32_t vcol,
                  const float *alpha_s, int r0, int wtid)
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
@@ -825,7 +846,8 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
     regs_copy(o, o_io);
     if constexpr (MATH_E4M3) {
         wg1_load_pv8_loop(o, b, (const uint8_t *)kv, bt, dp, sk, smem_k,
-                          alpha_s, wtid);
+                          (int *)(smem_k + (ROWS_OFF - K_OFF)), alpha_s,
+                          wtid);
         regs_copy(o_io, o);
         return;
     }

@@ -147,85 +147,135 @@ kv8b_bases(T (&b)[4], T base, int wtid)
         b[J] = base + (sw0 ^ (J << 4));
 }
 
-/* The pages of this thread's tokens of tile t (-1: past `total`), read a
- * tile before the copy (as kv_rows).  When a tile lies within one page
- * (PAGE % BN == 0) page[0] is the tile's and the rest are unused. */
-static __device__ __forceinline__ void
-kv8b_pages(int (&page)[KV8B_PAGES], int wtid, int t, int total,
-           const int32_t *__restrict__ bt)
+/*
+ * Where this thread's tokens of tile t are in the cache, `where` below.
+ * A tile within one page (KV8B_ONE_PAGE): where[0] is the tile's page
+ * (-1 past `total`), read a tile before the copy (as kv_rows), and a
+ * token's place is that page's plus constants.  Otherwise where[j] is the
+ * cache row (page x PAGE + slot; < 2^31: 1.2 TB of rows) of the thread's
+ * token j (kv8b_token), 0 past `total` (the copy's size says "none").
+ * The first tile's come straight from the block table (kv8b_where_bt);
+ * the rest are staged, one block-table read a token: the warpgroup's
+ * first 64 threads read token wtid's entry two tiles ahead
+ * (kv8b_entry), store its row a tile ahead (kv8b_stage, into `slot`
+ * (it & 1) of the rows, what the loop's barriers order), and the copy
+ * reads its 17 from there (kv8b_where_staged), where a thread reading
+ * its own from the block table read 17 entries, 2,176 loads for 64.
+ */
+constexpr bool KV8B_ONE_PAGE = PAGE % BN == 0;
+constexpr int ROWS_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, stages.e4m3.rows);
+
+/* token i's place in a slot of the staged rows (kdt_attn_wg8_rows) */
+static __host__ __device__ constexpr int
+kv8b_rix(int i)
 {
-    if constexpr (PAGE % BN == 0) {
-        page[0] = t * BN < total ? __ldg(bt + t * BN / PAGE) : -1;
+    return i + 2 * (i >> 5);
+}
+
+/* The cache row of token `pos` of its request, whose block-table entry
+ * is `entry` (-1: past the end, row 0). */
+static __device__ __forceinline__ int
+kv8b_row_of(int entry, int pos)
+{
+    return entry >= 0 ? entry * PAGE + pos % PAGE : 0;
+}
+
+static __device__ __forceinline__ void
+kv8b_where_bt(int (&where)[KV8B_PAGES], int wtid, int t, int total,
+              const int32_t *__restrict__ bt)
+{
+    if constexpr (KV8B_ONE_PAGE) {
+        where[0] = t * BN < total ? __ldg(bt + t * BN / PAGE) : -1;
     } else {
 #pragma unroll
         for (int j = 0; j < KV8B_PAGES; ++j) {
             const int pos = t * BN + kv8b_token(wtid, j);
-            page[j] = pos < total ? __ldg(bt + pos / PAGE) : -1;
+            where[j] = kv8b_row_of(pos < total ? __ldg(bt + pos / PAGE) : -1,
+                                   pos);
         }
     }
 }
 
-/* The byte offset in the cache of this thread's token j (< KV8B_TOKENS)
- * of tile t, at `page` (kv8b_pages'), less its piece. */
-static __device__ __forceinline__ int64_t
-kv8b_row(int page, int t, int wtid, int j)
+/* Token wtid's block-table entry of tile t (-1 past `total`, or for a
+ * thread past the tile's 64). */
+static __device__ __forceinline__ int
+kv8b_entry(int wtid, int t, int total, const int32_t *__restrict__ bt)
 {
-    if constexpr (PAGE % BN == 0)
-        return ((int64_t)page * PAGE + (t * BN) % PAGE
-                + kv8b_tt(wtid) + kv8b_cj(j)) * D_QK;
-    else if constexpr (BN % PAGE == 0) /* PAGE a power of two: the token's
-                                        * slot is the sum of its bits' */
-        return (int64_t)page * (PAGE * D_QK)
-            + (kv8b_tt(wtid) % PAGE + kv8b_cj(j) % PAGE) * D_QK;
-    else
-        return ((int64_t)page * PAGE
-                + (t * BN + kv8b_tt(wtid) + kv8b_cj(j)) % PAGE) * D_QK;
+    const int pos = t * BN + wtid;
+    return wtid < BN && pos < total ? __ldg(bt + pos / PAGE) : -1;
+}
+
+/* Token wtid's row of tile t into `slot`, from its entry. */
+static __device__ __forceinline__ void
+kv8b_stage(int *slot, int entry, int t, int wtid)
+{
+    if (wtid < BN)
+        slot[kv8b_rix(wtid)] = kv8b_row_of(entry, t * BN + wtid);
+}
+
+/* This thread's rows from `slot`: its tokens kv8b_tt + kv8b_cj(j) and
+ * + 1 (j even) are one 8-byte read. */
+static __device__ __forceinline__ void
+kv8b_where_staged(int (&where)[KV8B_PAGES], const int *slot, int wtid)
+{
+    const int *r = slot + kv8b_rix(kv8b_tt(wtid));
+    static_assert(kv8b_rix(36 + 27) == 36 + 27 + 2 && kv8b_rix(4 + 27) ==
+                      4 + 27, "a thread's tokens are in one half of 32");
+#pragma unroll
+    for (int j = 0; j < KV8B_TOKENS; j += 2) {
+        const uint2 w = *(const uint2 *)(r + kv8b_cj(j));
+        where[j] = (int)w.x;
+        where[j + 1] = (int)w.y;
+    }
+    where[KV8B_TOKENS] = slot[kv8b_rix(wtid >> 1)];
 }
 
 /* Phase 2a, MATH = e4m3: this thread's pieces of tile t into the stage at
- * `dst` (its K tile: the cache's bytes, 128-byte-swizzled blocks);
- * tokens past the end zero-filled (their logits are masked, their V
- * rows times P = 0). */
+ * `dst` (its K tile: the cache's bytes, 128-byte-swizzled blocks), its
+ * tokens at `where`; tokens past the end zero-filled (their logits are
+ * masked, their V rows times P = 0). */
 static __device__ __forceinline__ void
-kv8b_load_tile(uint32_t dst, const int (&page)[KV8B_PAGES], int t,
+kv8b_load_tile(uint32_t dst, const int (&where)[KV8B_PAGES], int t,
                int total, const uint8_t *__restrict__ kv, int wtid)
 {
     const int c = kv8b_piece(wtid), tt = kv8b_tt(wtid);
     uint32_t d[4];
     kv8b_bases(d, dst, wtid);
-    /* Within one page (PAGE % BN == 0) a token past the end is still in
-     * the tile's page, so its address is in the cache and only the size
-     * says "none": one base, and j's offsets as immediates.  Elsewhere its
-     * page may be -1 and the address is the cache's start. */
+    /* Within one page a token past the end is still in the tile's page,
+     * so its address is in the cache and only the size says "none": one
+     * base, and j's offsets as immediates.  Elsewhere a token's row is
+     * its own, row 0 past the end. */
     const int room = total - t * BN - tt; /* j is past it: cj(j) >= room */
-    const uint8_t *tile = kv + kv8b_row(page[0], t, wtid, 0) + 16 * c;
+    if constexpr (KV8B_ONE_PAGE) {
+        const uint8_t *tile = kv
+            + ((int64_t)where[0] * PAGE + (t * BN) % PAGE + tt) * D_QK
+            + 16 * c;
 #pragma unroll
-    for (int j = 0; j < KV8B_TOKENS; ++j) {
-        if constexpr (PAGE % BN == 0) {
+        for (int j = 0; j < KV8B_TOKENS; ++j)
             kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
                            tile + kv8b_cj(j) * D_QK,
                            kv8b_cj(j) < room ? 16 : 0);
-        } else {
-            const bool ok = page[j] >= 0;
+    } else {
+        const uint8_t *piece = kv + 16 * c;
+#pragma unroll
+        for (int j = 0; j < KV8B_TOKENS; ++j)
             kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
-                           ok ? kv + kv8b_row(page[j], t, wtid, j) + 16 * c
-                              : kv,
-                           ok ? 16 : 0);
-        }
+                           piece + (int64_t)where[j] * D_QK,
+                           kv8b_cj(j) < room ? 16 : 0);
     }
     /* k_pe: pieces V8_PIECES + 2 (wtid % 2) + u of token kt (their
      * swizzled places a bit 4 apart) */
-    const int kt = wtid >> 1, pg = page[PAGE % BN == 0 ? 0 : KV8B_TOKENS];
+    const int kt = wtid >> 1;
     const bool ok = kt < total - t * BN;
     const int cc = V8_PIECES + 2 * (wtid & 1);
-    const uint8_t *src = kv
-        + ((int64_t)pg * PAGE + (t * BN + kt) % PAGE) * D_QK + 16 * cc;
+    const uint8_t *src = KV8B_ONE_PAGE
+        ? kv + ((int64_t)where[0] * PAGE + (t * BN + kt) % PAGE) * D_QK
+            + 16 * cc
+        : kv + (int64_t)where[KV8B_TOKENS] * D_QK + 16 * cc;
     const uint32_t sw = sw_piece(BN, kt, cc);
 #pragma unroll
     for (int u = 0; u < 2; ++u)
-        kdt_cp_async16(dst + (sw ^ (u << 4)),
-                       PAGE % BN == 0 || ok ? src + 16 * u : kv,
-                       ok ? 16 : 0);
+        kdt_cp_async16(dst + (sw ^ (u << 4)), src + 16 * u, ok ? 16 : 0);
 }
 
 /* Words a0 .. a3 (four K positions) as out[i] = {a0.b(i), a1.b(i),
