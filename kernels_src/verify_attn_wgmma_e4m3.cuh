@@ -159,8 +159,8 @@ kv8b_bases(T (&b)[4], T base, int wtid)
  * first 64 threads read token wtid's entry two tiles ahead
  * (kv8b_entry), store its row a tile ahead (kv8b_stage, into `slot`
  * (it & 1) of the rows, what the loop's barriers order), and the copy
- * reads its 17 from there (kv8b_where_staged), where a thread reading
- * its own from the block table read 17 entries, 2,176 loads for 64.
+ * reads its 17 from there (kv8b_where_staged): 64 block-table reads a
+ * tile, not 17 a thread (2,176), and no entries held across the P V.
  */
 constexpr bool KV8B_ONE_PAGE = PAGE % BN == 0;
 constexpr int ROWS_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, stages.e4m3.rows);
