@@ -58,9 +58,19 @@ def gpu_reason():
 
 
 def need_gpu():
+    """(Runtime, torch) for a GPU test; where there is none, the test is
+    skipped, or fails under KDTREE_TEST_REQUIRE_GPU=1 (a GPU host: a
+    suite that found no GPU there did not run, as the C suites' 77)."""
     import pytest
     rt = gpu_runtime()
     if rt is None:
+        required = os.environ.get("KDTREE_TEST_REQUIRE_GPU", "")
+        if required == "1":
+            pytest.fail("GPU test, KDTREE_TEST_REQUIRE_GPU=1: %s"
+                        % gpu_reason(), pytrace=False)
+        if required not in ("", "0"):
+            pytest.fail('KDTREE_TEST_REQUIRE_GPU="%s" is neither 1 nor 0'
+                        % required, pytrace=False)
         pytest.skip("GPU test: %s" % gpu_reason())
     import torch
     return rt, torch
