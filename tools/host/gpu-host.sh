@@ -13,6 +13,10 @@
 #             a file, against the built library
 #   bench     kdtree-bench with its PyTorch baselines
 #   round     python/examples/ddtree_round.py
+#   wheel     the pip wheel (.xfer/kdtree_jit-*.whl) installed into a
+#             fresh directory and used from outside the tree: pytest on
+#             each file of python/tests against it, then
+#             python/examples/overhead.py (not in the default list)
 #   sanitize  compute-sanitizer memcheck and racecheck on the GPU suites
 # Logs and JSON go to $OUT (default /tmp/kdt-out).  Extra arguments go to
 # kdtree-bench.
@@ -94,6 +98,40 @@ for stage in $stages; do
             timeout "${ROUND_TIMEOUT:-180}" python3 python/examples/ddtree_round.py \
             --json "$out/round.json" >"$out/round.txt" 2>&1 || status=1
         tail -30 "$out/round.txt"
+        ;;
+    wheel)
+        # What a user gets from pip: the wheel installed with pip --target
+        # (its own libkdtree and header; torch is the host's), the tests
+        # importing it (KDTREE_TEST_INSTALLED=1) from /tmp, never the
+        # tree's python/ or the built library.
+        whl=$(ls "$top"/.xfer/kdtree_jit-*.whl 2>/dev/null | head -1)
+        if [ -z "$whl" ]; then
+            echo "wheel: no .xfer/kdtree_jit-*.whl (gpu-prepare.sh builds it)"
+            status=1
+        else
+            site=/tmp/kdt-wheel
+            rm -rf "$site"
+            python3 -m pip install -q --no-index --no-deps --no-compile \
+                --target "$site" "$whl" >"$out/wheel-pip.log" 2>&1 || status=1
+            : >"$out/wheel-pytest.log"
+            for f in $(find "$(pwd)/python/tests" -name 'test_*.py' | sort); do
+                (cd /tmp && env -u KDTREE_LIBRARY -u KDTREE_HEADER \
+                    KDTREE_TEST_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1 \
+                    PYTHONPATH=$site:${PYTHONPATH:-} \
+                    timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
+                    -p no:cacheprovider "$f") >>"$out/wheel-pytest.log" 2>&1
+                rc=$?
+                [ $rc = 0 ] || status=1
+                echo "wheel pytest ${f#"$(pwd)/"}: exit $rc"
+            done
+            # overhead.py measures the package it can import: the wheel's
+            (cd /tmp && env -u KDTREE_LIBRARY -u KDTREE_HEADER \
+                PYTHONPATH=$site:${PYTHONPATH:-} timeout 300 python3 \
+                "$OLDPWD/python/examples/overhead.py" \
+                --json "$out/wheel-overhead.json") \
+                >"$out/wheel-overhead.txt" 2>&1 || status=1
+            cat "$out/wheel-overhead.txt"
+        fi
         ;;
     sanitize)
         # $SAN_SUITES (default: every kernel's GPU suite) under each tool

@@ -10,7 +10,8 @@
 #                       reachable
 #   DIR/env.sh          sourced (bash) on the host: points pkg-config, the
 #                       linker and Python at the above
-# and a release tarball with gpu-host.sh in .xfer/.  DIR defaults to .gpu;
+# and a release tarball, the pip wheel and gpu-host.sh in .xfer/.  DIR
+# defaults to .gpu;
 # both folders are git-ignored.  What is already there is not fetched again.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -68,6 +69,11 @@ EOF
 
 make dist >/dev/null
 mkdir -p .xfer
-rm -f .xfer/kdtree-jit-*.tar.gz
+rm -f .xfer/kdtree-jit-*.tar.gz .xfer/kdtree_jit-*.whl
 cp kdtree-jit-*.tar.gz tools/host/gpu-host.sh .xfer/
+# The pip wheel, for gpu-host.sh's wheel stage (built as pip builds it:
+# python/setup.py compiles libkdtree into the package).
+python3 -m pip wheel -q --no-deps -w .xfer ./python >/dev/null 2>&1 ||
+    echo "gpu-prepare: no pip wheel (pip wheel ./python failed);" \
+         "gpu-host.sh's wheel stage will not run" >&2
 echo "ready: carry $(basename "$dir") and .xfer; there: bash .xfer/gpu-host.sh"
