@@ -213,14 +213,27 @@ kv8b_stage(int *slot, int entry, int t, int wtid)
         slot[kv8b_rix(wtid)] = kv8b_row_of(entry, t * BN + wtid);
 }
 
+/* A thread's tokens kv8b_tt + kv8b_cj(j) lie in one half of 32, so that
+ * their places in a slot are its token 0's plus kv8b_cj(j): what the
+ * reads below rest on */
+static __host__ __device__ constexpr bool
+kv8b_rix_split_holds()
+{
+    for (int G = 0; G < 4; ++G)
+        for (int j = 0; j < KV8B_TOKENS; ++j)
+            if (kv8b_rix(kv8b_tt(G) + kv8b_cj(j))
+                != kv8b_rix(kv8b_tt(G)) + kv8b_cj(j))
+                return false;
+    return true;
+}
+static_assert(kv8b_rix_split_holds(), "a thread's rows: its place plus j's");
+
 /* This thread's rows from `slot`: its tokens kv8b_tt + kv8b_cj(j) and
  * + 1 (j even) are one 8-byte read. */
 static __device__ __forceinline__ void
 kv8b_where_staged(int (&where)[KV8B_PAGES], const int *slot, int wtid)
 {
     const int *r = slot + kv8b_rix(kv8b_tt(wtid));
-    static_assert(kv8b_rix(36 + 27) == 36 + 27 + 2 && kv8b_rix(4 + 27) ==
-                      4 + 27, "a thread's tokens are in one half of 32");
 #pragma unroll
     for (int j = 0; j < KV8B_TOKENS; j += 2) {
         const uint2 w = *(const uint2 *)(r + kv8b_cj(j));
