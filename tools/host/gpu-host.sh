@@ -42,6 +42,26 @@ if [ ! -f /tmp/kdt/built ] || [ "$top/.xfer/kdtree-jit-"*.tar.gz -nt /tmp/kdt/bu
     touch /tmp/kdt/built
 fi
 cd /tmp/kdt/kdtree-jit-*/ || exit 1
+
+# pytest_each LOG DIR ENV...: python3 -m pytest on each file of the
+# tarball's python/tests, run from DIR under `env ENV...`, the output
+# appended to LOG.  One process a file: a device-side assert leaves the
+# CUDA context unusable, and would fail every later test of a single
+# run; this way it fails its own file only.
+pytest_each() {
+    local log=$1 dir=$2 tree f rc
+    shift 2
+    tree=$(pwd)
+    : >"$log"
+    for f in $(find "$tree/python/tests" -name 'test_*.py' | sort); do
+        (cd "$dir" && env "$@" PYTHONDONTWRITEBYTECODE=1 \
+            timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
+            -p no:cacheprovider "$f") >>"$log" 2>&1
+        rc=$?
+        [ $rc = 0 ] || status=1
+        echo "pytest ${f#"$tree/"}: exit $rc"
+    done
+}
 export KDTREE_CACHE_DIR=/tmp/kdt-cache
 export KDTREE_TEST_REQUIRE_GPU=1
 status=0
@@ -67,20 +87,11 @@ for stage in $stages; do
         done
         ;;
     python)
-        # One process a test file: a device-side assert leaves the CUDA
-        # context unusable, and would fail every later test of a single
-        # run; this way it fails its own file only.
-        : >"$out/pytest.log"
-        for f in $(find python/tests -name 'test_*.py' | sort); do
-            KDTREE_LIBRARY=$(pwd)/.libs/libkdtree.so \
-                KDTREE_HEADER=$(pwd)/include/kdtree.h \
-                PYTHONPATH=$(pwd)/python:${PYTHONPATH:-} PYTHONDONTWRITEBYTECODE=1 \
-                timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
-                -p no:cacheprovider "$f" >>"$out/pytest.log" 2>&1
-            rc=$?
-            [ $rc = 0 ] || status=1
-            echo "pytest $f: exit $rc"
-        done
+        tree=$(pwd)
+        pytest_each "$out/pytest.log" "$tree" \
+            KDTREE_LIBRARY="$tree/.libs/libkdtree.so" \
+            KDTREE_HEADER="$tree/include/kdtree.h" \
+            PYTHONPATH="$tree/python:${PYTHONPATH:-}"
         ;;
     bench)
         KDTREE_BENCH_TOOLS=$(pwd)/tools timeout "${BENCH_TIMEOUT:-300}" \
@@ -104,6 +115,7 @@ for stage in $stages; do
         # (its own libkdtree and header; torch is the host's), the tests
         # importing it (KDTREE_TEST_INSTALLED=1) from /tmp, never the
         # tree's python/ or the built library.
+        tree=$(pwd)
         whl=$(ls "$top"/.xfer/kdtree_jit-*.whl 2>/dev/null | head -1)
         if [ -z "$whl" ]; then
             echo "wheel: no .xfer/kdtree_jit-*.whl (gpu-prepare.sh builds it)"
@@ -113,21 +125,14 @@ for stage in $stages; do
             rm -rf "$site"
             python3 -m pip install -q --no-index --no-deps --no-compile \
                 --target "$site" "$whl" >"$out/wheel-pip.log" 2>&1 || status=1
-            : >"$out/wheel-pytest.log"
-            for f in $(find "$(pwd)/python/tests" -name 'test_*.py' | sort); do
-                (cd /tmp && env -u KDTREE_LIBRARY -u KDTREE_HEADER \
-                    KDTREE_TEST_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1 \
-                    PYTHONPATH=$site:${PYTHONPATH:-} \
-                    timeout "${PYTEST_TIMEOUT:-600}" python3 -m pytest -rs \
-                    -p no:cacheprovider "$f") >>"$out/wheel-pytest.log" 2>&1
-                rc=$?
-                [ $rc = 0 ] || status=1
-                echo "wheel pytest ${f#"$(pwd)/"}: exit $rc"
-            done
+            # from /tmp, so that nothing of the tree is on sys.path
+            pytest_each "$out/wheel-pytest.log" /tmp \
+                -u KDTREE_LIBRARY -u KDTREE_HEADER KDTREE_TEST_INSTALLED=1 \
+                PYTHONPATH="$site:${PYTHONPATH:-}"
             # overhead.py measures the package it can import: the wheel's
             (cd /tmp && env -u KDTREE_LIBRARY -u KDTREE_HEADER \
                 PYTHONPATH=$site:${PYTHONPATH:-} timeout 300 python3 \
-                "$OLDPWD/python/examples/overhead.py" \
+                "$tree/python/examples/overhead.py" \
                 --json "$out/wheel-overhead.json") \
                 >"$out/wheel-overhead.txt" 2>&1 || status=1
             cat "$out/wheel-overhead.txt"
