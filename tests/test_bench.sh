@@ -34,6 +34,9 @@ if d.get("nvrtc") == "unavailable":
 need(d.get("tool") == "kdtree-bench", "tool is not kdtree-bench")
 need(d.get("mode") == "compile-only", "mode is %r" % d.get("mode"))
 need(d.get("quick") is True, "quick is not true")
+# no runtime, so nothing was built for a device
+need("arch" in d and d.get("arch") is None, "arch %r" % d.get("arch"))
+need("target" in d and d.get("target") is None, "target %r" % d.get("target"))
 for key in ("version", "nvrtc", "limits", "load", "kernels", "cases",
             "overhead", "baselines", "targets", "notes"):
     need(key in d, "no %r" % key)

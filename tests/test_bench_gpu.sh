@@ -23,7 +23,7 @@ trap 'rm -f "$out"' EXIT
 rc=$?
 cat "$out"
 python3 -B - "$out" "$rc" "${srcdir:-.}/tests" <<'PY'
-import math, sys
+import math, os, sys
 sys.path.insert(0, sys.argv[3])
 import bench_json
 
@@ -47,6 +47,15 @@ for r in rows:
         need(isinstance(mhz, (int, float)) and math.isfinite(mhz)
              and 50 < mhz < 10000, name + ": sm_mhz %r" % (mhz,))
 need(d.get("overhead") == [], "the overhead case ran though --only left it out")
+# what the kernels were built for: KDTREE_TARGET when set, else what the
+# runtime chose for the device (sm_90a on Hopper)
+arch, target = d.get("arch"), d.get("target")
+asked = os.environ.get("KDTREE_TARGET")
+need(isinstance(arch, str) and arch.startswith("sm_"), "arch %r" % (arch,))
+if asked:
+    need(target == asked, "target %r, KDTREE_TARGET %r" % (target, asked))
+else:
+    need(isinstance(target, str) and target != "", "target %r" % (target,))
 lim, dev = d.get("limits"), str(d.get("device"))
 # the names tools/bench_peaks.c knows
 known = ("H200", "H100 NVL", "H100 PCIe", "H100 80GB HBM3", "H100 SXM",

@@ -344,6 +344,10 @@ report_json(bench_ctx *b, FILE *o)
     fprintf(o, ",\n  \"quick\": %s", b->quick ? "true" : "false");
     field_str(o, ",\n  ", "device", b->rt ? b->device_name : NULL);
     field_str(o, ",\n  ", "arch", b->rt ? kdtree_runtime_arch(b->rt) : NULL);
+    /* what the kernels were built for: the device's arch unless told
+     * otherwise (KDTREE_TARGET=sm_90 on Hopper: the portable bodies) */
+    field_str(o, ",\n  ", "target",
+              b->rt ? kdtree_runtime_target(b->rt) : NULL);
     field_str(o, ",\n  ", "no_gpu_reason", b->rt ? NULL : b->no_gpu_reason);
     field_str(o, ",\n  ", "nvrtc", nvrtc_version_text());
     /* What the fractions are of, and where those figures come from; null

@@ -18,7 +18,8 @@ and is this script's output for NAME, never edited by hand:
     runs                   the JSON files and where each comes from
     targets                each target against the latest figure for it
     kernel KERNEL TARGET   the latest run's rows of KERNEL built for
-                           TARGET (the arch of the run), under a heading
+                           TARGET (target_of: the run's "target", else
+                           its record's, else its "arch"), under a heading
                            that names the run; runs whose record has
                            "only" (a bench limited by --only) are left
                            out: they hold a few of the rows
@@ -99,12 +100,20 @@ def table(head, rows):
 
 # ---- the blocks -----------------------------------------------------------
 
+def target_of(d):
+    """What a run's kernels were built for: the bench's "target" where it
+    wrote one, else the record's (KDTREE_TARGET named in the record),
+    else the device's "arch", what the runtime builds for unless told
+    otherwise."""
+    return d.get("target") or d["record"].get("target") or d.get("arch")
+
+
 def block_runs(runs):
     rows = []
     for name, d in runs.items():
         r = d["record"]
         rows.append(["`docs/bench/%s`" % name, str(d.get("device")),
-                     str(d.get("arch")), r["commit"], r["date"],
+                     str(target_of(d)), r["commit"], r["date"],
                      "`%s`" % r["command"]])
     return table(["file", "device", "target", "commit", "date", "command"],
                  rows)
@@ -120,7 +129,7 @@ def latest(runs, kernel, arch, only=None):
         if only is None and d["record"].get("only"):
             continue
         rows = [r for r in d.get("kernels") or [] if r.get("kernel") == kernel]
-        if rows and d.get("arch") == arch:
+        if rows and target_of(d) == arch:
             found = (name, d, rows)
     if not found:
         sys.exit("perf_tables: no run of %s for %s" % (kernel, arch))
