@@ -24,18 +24,21 @@ beside torch's own cost of an op registered the way kdtree's are:
 The last columns are what is ours: checked, op_out and op less raw; and
 op_out less torch_out, op less torch_op: what the ops add to torch's
 dispatch (and, for op, to its allocations).
-Each row is timed at a shape whose kernel takes less time than the host
-spends launching it, so that the GPU never holds the host back and each
-column is the host's cost (a long kernel would hide it: the queue of
-launches fills and every column shows the kernel's time).  So draft_topk
-runs over a small vocabulary and verify_attn over one request with a short
-past; the table names each row's shape.  The last line says what one
-torch.empty costs, which is what an allocating call adds per output.
+The GPU must never hold the host back, or a column shows the kernel's time
+instead of the host's.  Each round of calls starts on an idle GPU, and 500
+calls a round (the default) stay well inside the queue of launches a
+stream holds, so a kernel longer than its launch only falls behind: with
+2,000 a round, build_ddtree's (about 6.5 us at R=8 on an H100, twice its
+launch) filled the queue and paced raw, checked and bound alike.  The
+shapes are small besides (draft_topk over a small vocabulary, verify_attn
+over one request with a short past); the table names each row's shape.
+The last line says what one torch.empty costs, which is what an allocating
+call adds per output.
 
 No timing is asserted anywhere; this prints them.  On a GPU host, from the
 installed wheel:
 
-    python3 python/examples/overhead.py [--requests 8] [--calls 2000]
+    python3 python/examples/overhead.py [--requests 8] [--calls 500]
         [--json out.json]
     python3 python/examples/overhead.py --stub    # no GPU: CPU tensors and
         # a stub libkdtree (cc-built, every kernel returns 0), the ops and
@@ -306,7 +309,9 @@ def main():
     ap.add_argument("--past", type=int, default=64,
                     help="verify_attn's past_len")
     ap.add_argument("--page", type=int, default=64)
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--calls", type=int, default=None,
+                    help="calls a round (default 500 on a GPU: see above; "
+                    "2000 with --stub)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--stub", action="store_true",
                     help="CPU tensors and a stub library (no GPU)")
@@ -314,6 +319,10 @@ def main():
                     help="torch's dispatch of empty ops by schema feature")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.calls is None:
+        a.calls = 2000 if a.stub else 500
+    if a.calls < 1:
+        ap.error("--calls must be at least 1")
     if a.schemas:
         return print_schema_costs(a)
     if a.stub:
