@@ -225,31 +225,6 @@ kv8_fetch(uint4 (&v)[KV8_PIECES], int page, int t, int j,
                          : make_uint4(0, 0, 0, 0);
 }
 
-/* This thread's token of half j of tile t (on `page`; none past the
- * end) asked of L2 a tile before kv8_fetch reads it.  The token's 576
- * bytes start 64-byte aligned (rows 576 bytes apart from a torch
- * allocation's base), so five 128-byte lines hold them, the ones at
- * 128 p from its start, p < 5: the thread of piece column p of the four
- * that read the token asks for line p, column 0 for line 4 as well (a
- * less aligned cache loses a part of the hint, nothing else).  The
- * second half's fetch is the one on the way to publishing a tile
- * (issued when the stage comes back); from L2 it waits less. */
-static __device__ __forceinline__ void
-kv8_prefetch(int page, int t, int j, const uint16_t *__restrict__ kv,
-             int wtid)
-{
-    if (page < 0)
-        return;
-    const int part = (wtid & 31) >> 3;
-    const uint8_t *row = (const uint8_t *)kv
-        + ((int64_t)page * PAGE + kv8_pos(wtid, t, j) % PAGE) * D_QK;
-    prefetch_l2(row + 128 * part);
-    if (part == 0)
-        prefetch_l2(row + 512);
-}
-static_assert(D_QK + 64 <= 5 * 128,
-              "a 64-byte-aligned e4m3 row lies in five 128-byte lines");
-
 /* kv8_fetch's pieces of half j, widened to f16, into the stage at
  * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of f16, adjacent
  * columns. */
@@ -923,8 +898,6 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
                 kv8_fetch(v, page2, t + 2, 0, kv, wtid);
             page1 = kv8_page(wtid, t + 2, 1, total, bt);
             page2 = kv8_page(wtid, t + 3, 0, total, bt);
-            if (t + 2 < t1)
-                kv8_prefetch(page1, t + 2, 1, kv, wtid);
         }
         bar_sync(BAR_PFULL + 1);
         pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
