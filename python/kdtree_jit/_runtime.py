@@ -297,7 +297,7 @@ class _Shape(object):
         self.shapes, self.alloc, self.consts = shapes, alloc, consts
         self.consts_at, self.order, self.row = consts_at, order, row
         self.rest = rest
-        self.fields = operator.itemgetter(*order)
+        self.fields = _getter(order)
 
     def set_const(self, name, value):
         c = list(self.consts)
