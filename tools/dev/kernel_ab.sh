@@ -5,8 +5,10 @@
 #
 #   tools/dev/kernel_ab.sh pack NAME=DIR ...    (build machine)
 #       .xfer/ab-NAME.tgz for each: the `make dist` tarball in .xfer
-#       (tools/host/gpu-prepare.sh makes it) with DIR's kernels_src (a
-#       worktree of a branch, say); the first NAME is the reference
+#       (tools/host/gpu-prepare.sh makes it) with DIR's kernels_src and
+#       src (the files git tracks there, as they are in DIR's work tree:
+#       a kernel's change may bring its launch code); DIR is a worktree
+#       of a branch, say; the first NAME is the reference
 #   bash tools/dev/kernel_ab.sh run              (GPU host, repo root)
 #       unpacks and builds every .xfer/ab-*.tgz (16 cores, in parallel),
 #       then RUNS rounds (default 2; the second in reverse order) of
@@ -17,10 +19,11 @@
 #       must all match, e.g. --only H=8 --only R=8 --only rows=65);
 #       CHECK="NAME ..." then runs each named candidate's
 #       gpu_verify_attn case $CHECK_CASE (default e4m3) and
-#       compute-sanitizer racecheck on two MATH=e4m3 calls
-#       (tools/dev/profile_case.py).  Everything goes into $OUT/ab.tgz,
-#       rewritten after each phase (a run cut short still brings back
-#       what it did).  .gpu/env.sh is sourced first.
+#       compute-sanitizer racecheck on two calls over an e4m3 cache in
+#       $RACE_MATH arithmetic (default e4m3; tools/dev/profile_case.py).
+#       Everything goes into $OUT/ab.tgz, rewritten after each phase (a
+#       run cut short still brings back what it did).  .gpu/env.sh is
+#       sourced first.
 #   tools/dev/kernel_ab.sh report DIR            (anywhere, python3)
 #       each case's time per candidate against the first candidate (the
 #       mean of the rounds), the median, range and run-to-run spread, from
@@ -49,7 +52,8 @@ pack)
         t=$(mktemp -d)
         tar xzf "$tarball" -C "$t"
         src=$(ls -d "$t"/kdtree-jit-*)
-        cp "$dir"/kernels_src/* "$src/kernels_src/"
+        (cd "$dir" && git ls-files -z kernels_src src |
+            xargs -0 cp --parents -t "$src")
         # regenerated from the kernels by the build
         rm -f "$src/src/jit/kdt_sources.c"
         (cd "$t" && tar czf "$top/.xfer/ab-$name.tgz" "$(basename "$src")")
@@ -131,8 +135,8 @@ run)
             f=$out/race-$c-${a// /_}.log
             BATCH=1 REPS=1 timeout 120 compute-sanitizer --tool racecheck \
                 --racecheck-report hazard python3 "$top/tools/dev/profile_case.py" \
-                attn $a e4m3 e4m3 >"$f" 2>&1
-            el "$c racecheck attn $a: exit $? $(grep 'RACECHECK SUMMARY' "$f")"
+                attn $a e4m3 "${RACE_MATH:-e4m3}" >"$f" 2>&1
+            el "$c racecheck attn $a e4m3 ${RACE_MATH:-e4m3}: exit $? $(grep 'RACECHECK SUMMARY' "$f")"
         done
         pack_out
     done
