@@ -148,6 +148,14 @@ static_assert(KDT_ATTN_KV8_SMEM <= 99 * 1024,
 #define KDT_ATTN_WG_BM 64
 #define KDT_ATTN_WG_BN 64
 #define KDT_ATTN_WG_THREADS 256
+/* Over an e4m3 cache in bf16 arithmetic (KV 1, MATH 0) a third
+ * warpgroup, the producer, fetches the tiles and widens them to f16 on
+ * few registers (setmaxnreg), so that the two math warpgroups do only
+ * math: the block has 384 threads there, 256 elsewhere.  The host and
+ * the kernel both take the count from here. */
+#define KDT_ATTN_WG_PRODUCER(kv, math) ((kv) == 1 && (math) == 0)
+#define KDT_ATTN_WG_LAUNCH_THREADS(kv, math) \
+    (KDT_ATTN_WG_THREADS + 128 * KDT_ATTN_WG_PRODUCER(kv, math))
 /* wgmma's 128-byte swizzle is a pattern of 8 rows of 128 B: every operand
  * tile starts at a multiple of this from the plan's base, which the
  * kernel rounds up to it (the launch promises 16 bytes), so a block asks

@@ -25,22 +25,27 @@
  *    the second half's exponentials, so the tensor pipe has work while
  *    WG0 computes them.
  *  - WG1: loads the next KV tile (cp.async, one tile ahead into the other
- *    stage; the block-table entries a tile before that; an e4m3 cache
- *    through registers, widened to f16 on the way: kv8_store), then
+ *    stage; the block-table entries a tile before that), then
  *    O[:, 256:512] += P V as each half of P is published, publishing the
  *    next tile while that PV runs (so WG0's S of it queues behind the
  *    PV).
+ *  - Over an e4m3 cache in bf16 arithmetic a third warpgroup, WG2 (the
+ *    producer, on 72 registers a thread; setmaxnreg gives the math
+ *    warpgroups the rest, 216), loads the tiles in WG1's place: through
+ *    registers, widened to f16 on the way (kv8_store), each into its
+ *    stage once both math warpgroups have handed back the tile two
+ *    before it; WG1 does its P V alone.
  * Phases: tail_words_load (WG0: the tail tiles' mask words, before any
  * cp.async), load_q_and_first_tile (and q_to_f16 over an e4m3 cache);
  * then the KV loop, one function a warpgroup: wg0_softmax_loop
  * (tail_bits_pack, then per tile qk_issue (S), mask_tail (from
  * registers), softmax_max and, a half of P at a time, softmax_p_half
  * and pv_issue, then pv_finish) beside
- * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, or kv8_page /
- * kv8_fetch / kv8_store for an e4m3 cache, pv_issue of each half /
- * pv_finish); then the epilogue (row sums, LSE, normalised O:
- * store_o, through shared memory in whole lines, when the block is
- * unsplit), or, when the row tile's splits were launched as one cluster,
+ * wg1_load_pv_loop (per tile kv_rows / load_kv_tile, pv_issue of each
+ * half / pv_finish) and, over an e4m3 cache in bf16 arithmetic,
+ * wg2_widen_loop (kv8_page / kv8_fetch / kv8_store); then the
+ * epilogue (row sums, LSE, normalised O: store_o, through shared memory
+ * in whole lines, when the block is unsplit), or, when the row tile's splits were launched as one cluster,
  * cluster_merge (the splits merged through distributed shared memory: no
  * workspace, no merge kernel).
  * Named barriers pair every hand-off (full/empty of each KV stage, of P),
@@ -69,7 +74,23 @@
 
 constexpr int BM = KDT_ATTN_WG_BM;
 constexpr int BN = KDT_ATTN_WG_BN;
-constexpr int NTHREADS = KDT_ATTN_WG_THREADS;
+constexpr int NTHREADS = KDT_ATTN_WG_THREADS;  /* the math warpgroups' */
+/* Over an e4m3 cache in bf16 arithmetic a third warpgroup (WG2, the
+ * producer) fetches and widens the tiles: the block is NLAUNCH threads. */
+constexpr bool PRODUCER = KDT_ATTN_WG_PRODUCER(KDT_KV, KDT_MATH);
+constexpr int NLAUNCH = KDT_ATTN_WG_LAUNCH_THREADS(KDT_KV, KDT_MATH);
+/* With the producer the block launches at 65536 / 384 registers a thread,
+ * 168 (a multiple of 8); the producer gives back all but PRODUCER_REGS,
+ * and the math warpgroups take them (setmaxnreg): the pool the three
+ * share is the block's 384 x 168. */
+constexpr int LAUNCH_REGS = 168;
+constexpr int PRODUCER_REGS = 72;
+constexpr int MATH_REGS = 216;
+static_assert(!PRODUCER || (NLAUNCH == 384
+                            && 128 * PRODUCER_REGS + 256 * MATH_REGS
+                                   <= NLAUNCH * LAUNCH_REGS
+                            && NLAUNCH * LAUNCH_REGS <= 65536),
+              "the producer's registers pay for the math warpgroups'");
 /* The block's shared memory is a kdt_attn_wg_smem (kdt_attn_tiles.h)
  * from a KDT_ATTN_WG_ALIGN-aligned base: the Q tile at Q_OFF, the KV
  * stages at K_OFF (TILE_BYTES each, in KBLK blocks of 64 columns), P at
@@ -93,7 +114,9 @@ static_assert(BM == 64 && BN == 64 && NTHREADS == 256,
 static_assert(D_QK % 64 == 0 && VCOLS == 256, "576 / 512 dims");
 
 /* named barriers (0 is __syncthreads): each is one producer warpgroup's
- * bar.arrive against the other's bar.sync, 256 threads */
+ * bar.arrive against the other's bar.sync, 256 threads; with WG2, the
+ * stages' hand-back is both math warpgroups' arrive against WG2's sync,
+ * 384 (kempty_arrive, kempty_sync) */
 constexpr int BAR_KFULL = 1;                  /* + stage: tile landed */
 constexpr int BAR_KEMPTY = 3;                 /* + stage: WG0 done with it */
 constexpr int BAR_PFULL = 5;                  /* + half: P's half published */
@@ -111,6 +134,26 @@ constexpr int P_SHIFT = KV_E4M3 && !MATH_E4M3 ? 7 : 0;
 
 #include "verify_attn_wgmma_ptx.cuh"
 #include "kdt_fp8.cuh"
+
+/* A stage handed back: by WG0 alone to WG1, which refills it; with the
+ * producer, by both math warpgroups to it (384 threads). */
+static __device__ __forceinline__ void
+kempty_arrive(int st)
+{
+    if constexpr (PRODUCER)
+        bar_arrive_n<NLAUNCH>(BAR_KEMPTY + st);
+    else
+        bar_arrive(BAR_KEMPTY + st);
+}
+
+static __device__ __forceinline__ void
+kempty_sync(int st)
+{
+    if constexpr (PRODUCER)
+        bar_sync_n<NLAUNCH>(BAR_KEMPTY + st);
+    else
+        bar_sync(BAR_KEMPTY + st);
+}
 
 /* Byte offset of 16-byte piece c (0..71) of row `row` in a swizzled
  * 576-wide tile of `rows` rows. */
@@ -165,22 +208,25 @@ load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
  * do Q (q_to_f16: each row times a power of two) and P (times 2^P_SHIFT):
  * e4m3 widens to f16 exactly in one cvt for two elements, where bf16
  * takes four integer operations more, 3.5 instructions an element in
- * all, on WG1's path to publishing each tile.  WG1 widens each tile into
- * its stage.  It reads the tile's e4m3 bytes (36,864, half a bf16
- * tile's) with plain loads into its registers (kv8_fetch) and, once the
- * stage is free, widens them there (kv8_store: e4m3 -> f16 exactly,
- * kdt_fp8.cuh; st.shared into the 128-byte-swizzled layout).  Why
- * registers and not cp.async into shared memory: Q and the two bf16
- * stages leave 1.5 KB of Hopper's 227 KB, no room to stage the bytes,
- * and a pass through shared memory would add 72 KB a tile (bytes in,
- * read back) to the 220 KB that wgmma reads.  A tile is two halves:
+ * all.  The producer (WG2, wg2_widen_loop) widens each tile into its
+ * stage, so that the math warpgroups do only math (WG1 loading and
+ * widening every tile beside its P V, on 254 registers a thread, paced
+ * the loop: docs/performance.md, ideas tried).  It reads the tile's e4m3
+ * bytes (36,864, half a bf16 tile's) with plain loads into its
+ * registers (kv8_fetch) and, once the stage is free, widens them there
+ * (kv8_store: e4m3 -> f16 exactly, kdt_fp8.cuh; st.shared into the
+ * 128-byte-swizzled layout).  Why registers and not cp.async into
+ * shared memory: Q and the two bf16 stages leave 1.5 KB of Hopper's
+ * 227 KB, no room to stage the bytes, and a pass through shared memory
+ * would add 72 KB a tile (bytes in, read back) to the 220 KB that wgmma
+ * reads.  A tile is two halves:
  * the first is fetched a tile ahead (the registers are the ring's third
- * stage, half a tile deep), the second when the stage is handed back,
- * as the bf16 tile's cp.async are: a whole tile ahead would hold 72
- * registers a thread beside the 128 of O.
+ * stage, half a tile deep), the second when the stage is handed back:
+ * the producer's 72 registers hold one half and the addresses.
  *
- * Half j of a tile is its tokens 16 w4 + 8 j + lane % 8 (w4: the WG1
- * thread's warp): a thread loads one token a half, its e4m3 bytes
+ * Half j of a tile is its tokens 16 w4 + 8 j + lane % 8 (w4: the
+ * loading thread's warp, of WG1 for the first tile, else of WG2): a
+ * thread loads one token a half, its e4m3 bytes
  * 64 k + 16 (lane / 8) (k < 9), i.e. bf16 pieces 2 (lane / 8) and
  * 2 (lane / 8) + 1 of column block k.  So a warp's stores hit 8 rows of
  * one piece column at a time, 8 distinct 16-byte bank groups under the
@@ -454,7 +500,9 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
 {
     const uint16_t *q = p.q + (b.req_row0 + b.m0) * D_QK;
     const uint32_t qdst = MATH_E4M3 ? sk + TILE_BYTES : sq;
-    for (int i = tid; i < BM * CHUNKS; i += NTHREADS) {
+    /* the math warpgroups' threads (the producer's pass the barriers) */
+    for (int i = tid; i < BM * CHUNKS && (!PRODUCER || tid < NTHREADS);
+         i += NTHREADS) {
         const int row = i / CHUNKS, c = i - row * CHUNKS;
         const bool ok = b.m0 + row < b.valid_rows;
         kdt_cp_async16(qdst + sw_piece(BM, row, c),
@@ -496,7 +544,8 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
         q_to_e4m3(smem, tid);
     } else if constexpr (KV_E4M3) {
         __syncthreads(); /* every thread's Q pieces have landed */
-        q_to_f16(smem, tid);
+        if (tid < NTHREADS)
+            q_to_f16(smem, tid);
     }
     proxy_fence();
     __syncthreads();
@@ -746,7 +795,7 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
             pv8_finish<true>(o, l4);
         else
             pv_finish(o);
-        bar_arrive(BAR_KEMPTY + st);
+        kempty_arrive(st);
     }
     if (t1 > t0)
         bar_sync(BAR_PEMPTY); /* pairs WG1's last arrive */
@@ -826,14 +875,12 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
  * of P (BAR_PFULL + half), this warpgroup's PV of it with the rows'
  * rescale factors from alpha_s, publishing tile t+1 (BAR_KFULL) while
  * the first half's PV runs, and P handed back (BAR_PEMPTY).
- * An e4m3 cache (KV_E4M3) changes only how tile t+1 gets there: its
- * first half (fetched into registers during tile t-1) is widened into
- * the stage once it is handed back, its second half fetched then and
- * widened while the first half's PV runs, and the first half of tile
- * t+2 fetched after that (kv8_fetch, kv8_store).  Leaves for the
+ * With the producer (an e4m3 cache in bf16 arithmetic) WG1 loads
+ * nothing: per tile its PV of each half, then P and, with WG0, the stage
+ * handed back (to the producer, wg2_widen_loop).  Leaves for the
  * epilogue: O[:, 256:512] of rows r0 and r0 + 8 in o_io, unnormalised
  * (the row sums are WG0's), and WG0's last arrive on BAR_KEMPTY waited
- * for. */
+ * for (with the producer, the producer waits for it). */
 static __device__ __forceinline__ void
 wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
                  const uint16_t *__restrict__ kv,
@@ -851,34 +898,32 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         regs_copy(o_io, o);
         return;
     }
-    int64_t rows[BN / 16]; /* bf16: of tile t+1 */
-    uint4 v[KV8_PIECES];   /* e4m3: the first, then the second half of t+1 */
-    int page1, page2;      /* e4m3: t+1's second half, t+2's first */
-    if constexpr (KV_E4M3) {
-        if (t0 + 1 < t1)
-            kv8_fetch(v, kv8_page(wtid, t0 + 1, 0, total, bt), t0 + 1, 0, kv,
-                      wtid);
-        page1 = kv8_page(wtid, t0 + 1, 1, total, bt);
-        page2 = kv8_page(wtid, t0 + 2, 0, total, bt);
-    } else {
-        kv_rows(rows, wtid, t0 + 1, total, bt);
+    if constexpr (PRODUCER) {
+        for (int t = t0; t < t1; ++t) {
+            const int st = (t - t0) & 1;
+            bar_sync(BAR_PFULL);
+            pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
+                     st * TILE_BYTES + vcol, 0);
+            bar_sync(BAR_PFULL + 1);
+            pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
+            pv_finish(o);
+            bar_arrive(BAR_PEMPTY);
+            kempty_arrive(st);
+        }
+        regs_copy(o_io, o);
+        return;
     }
+    int64_t rows[BN / 16]; /* of tile t+1 */
+    kv_rows(rows, wtid, t0 + 1, total, bt);
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
         /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
         if (it > 0)
             bar_sync(BAR_KEMPTY + nb);
-        if constexpr (KV_E4M3) {
-            if (t + 1 < t1) {
-                kv8_store(sk + nb * TILE_BYTES, v, 0, wtid);
-                kv8_fetch(v, page1, t + 1, 1, kv, wtid);
-            }
-        } else {
-            if (t + 1 < t1)
-                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
-            kdt_cp_async_commit();
-            kv_rows(rows, wtid, t + 2, total, bt);
-        }
+        if (t + 1 < t1)
+            load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
+        kdt_cp_async_commit();
+        kv_rows(rows, wtid, t + 2, total, bt);
 
         bar_sync(BAR_PFULL);
         pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
@@ -886,18 +931,9 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         /* tile t+1 is published while this PV runs, so WG0's S of it
          * queues behind the PV instead of waiting for its end */
         if (t + 1 < t1) {
-            if constexpr (KV_E4M3)
-                kv8_store(sk + nb * TILE_BYTES, v, 1, wtid);
-            else
-                kdt_cp_async_wait<0>();
+            kdt_cp_async_wait<0>();
             proxy_fence();
             bar_arrive(BAR_KFULL + nb);
-        }
-        if constexpr (KV_E4M3) {
-            if (t + 2 < t1)
-                kv8_fetch(v, page2, t + 2, 0, kv, wtid);
-            page1 = kv8_page(wtid, t + 2, 1, total, bt);
-            page2 = kv8_page(wtid, t + 3, 0, total, bt);
         }
         bar_sync(BAR_PFULL + 1);
         pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
@@ -907,6 +943,48 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
     if (t1 > t0)
         bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
     regs_copy(o_io, o);
+}
+
+/* Phase 2, the producer's side of the KV loop (an e4m3 cache in bf16
+ * arithmetic, WG2): tiles t0+1 .. t1-1 (WG1 loaded t0 in phase 1), each
+ * into its stage once both math warpgroups have handed back the tile two
+ * before it (BAR_KEMPTY, 384 threads): the first half, fetched into
+ * registers during the tile before, widened into the stage (kv8_store),
+ * the second fetched and widened, the tile published (BAR_KFULL, to
+ * WG0; WG1 learns of it through WG0's P), then the next tile's first
+ * half fetched.  Its registers are the first half's 36 and the
+ * addresses: the producer runs on PRODUCER_REGS.  Leaves every hand-back
+ * of the loop waited for, so that no barrier is left half-arrived. */
+static __device__ __forceinline__ void
+wg2_widen_loop(const va_block &b, const uint16_t *__restrict__ kv,
+               const int32_t *__restrict__ bt, uint32_t sk, int wtid)
+{
+    const int total = b.total, t0 = b.t0, t1 = b.t1;
+    uint4 v[KV8_PIECES]; /* the first half of tile t */
+    if (t0 + 1 < t1)
+        kv8_fetch(v, kv8_page(wtid, t0 + 1, 0, total, bt), t0 + 1, 0, kv,
+                  wtid);
+    int page1 = kv8_page(wtid, t0 + 1, 1, total, bt); /* t's second half */
+    int page2 = kv8_page(wtid, t0 + 2, 0, total, bt); /* t+1's first */
+    for (int t = t0 + 1; t < t1; ++t) {
+        const int it = t - t0, st = it & 1;
+        const uint32_t dst = sk + st * TILE_BYTES;
+        /* tile t goes where tile t-2 was: both math warpgroups are done */
+        if (it >= 2)
+            kempty_sync(st);
+        kv8_store(dst, v, 0, wtid);
+        kv8_fetch(v, page1, t, 1, kv, wtid);
+        kv8_store(dst, v, 1, wtid);
+        proxy_fence();
+        bar_arrive(BAR_KFULL + st);
+        if (t + 1 < t1)
+            kv8_fetch(v, page2, t + 1, 0, kv, wtid);
+        page1 = kv8_page(wtid, t + 1, 1, total, bt);
+        page2 = kv8_page(wtid, t + 2, 0, total, bt);
+    }
+    /* the last two tiles' hand-backs (one, for a single tile) */
+    for (int t = max(t0, t1 - 2); t < t1; ++t)
+        kempty_sync((t - t0) & 1);
 }
 
 /* Phase 3b, a cluster's merge (the row tile's S splits are one cluster;
@@ -1023,7 +1101,7 @@ store_o(const kdt_verify_attn_params &p, const va_block &b,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+extern "C" __global__ void __launch_bounds__(NLAUNCH, 1)
 kdt_verify_attn(const kdt_verify_attn_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -1031,7 +1109,7 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     const int wg = tid >> 7, wtid = tid & 127, wwarp = wtid >> 5;
     va_block b;
     const bool clustered = cluster_size() > 1;
-    if (!va_block_begin<BM, BN, NTHREADS>(b, p, clustered))
+    if (!va_block_begin<BM, BN, NLAUNCH>(b, p, clustered))
         return;
     const int m0 = b.m0;
 
@@ -1055,6 +1133,20 @@ kdt_verify_attn(const kdt_verify_attn_params p)
                         m0 + r0);
 
     load_q_and_first_tile(p, b, smem, sq, sk, tid, wg, wtid, kv, bt);
+    if constexpr (PRODUCER) {
+        if (wg == 2) {
+            setmaxnreg_dec<PRODUCER_REGS>();
+            wg2_widen_loop(b, kv, bt, sk, wtid);
+            /* the epilogue's block barrier, and a cluster's two */
+            __syncthreads();
+            if (clustered) {
+                cluster_sync();
+                cluster_sync();
+            }
+            return;
+        }
+        setmaxnreg_inc<MATH_REGS>();
+    }
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i)

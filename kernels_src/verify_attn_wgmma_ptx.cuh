@@ -19,6 +19,39 @@ bar_arrive(int id)
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
 }
 
+/* bar.sync / bar.arrive of COUNT threads (the block's three warpgroups,
+ * where a barrier pairs two of them with the third). */
+template <int COUNT>
+static __device__ __forceinline__ void
+bar_sync_n(int id)
+{
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "n"(COUNT) : "memory");
+}
+
+template <int COUNT>
+static __device__ __forceinline__ void
+bar_arrive_n(int id)
+{
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(COUNT) : "memory");
+}
+
+/* This warpgroup's registers a thread, raised to or lowered to N (a
+ * multiple of 8 in 24..256): the block's pool gives what another
+ * warpgroup gave back.  Every warp of the warpgroup runs it. */
+template <int N>
+static __device__ __forceinline__ void
+setmaxnreg_inc(void)
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
+}
+
+template <int N>
+static __device__ __forceinline__ void
+setmaxnreg_dec(void)
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N));
+}
+
 /* A named barrier of one warpgroup's 128 threads alone. */
 static __device__ __forceinline__ void
 bar_sync_wg(int id)

@@ -540,6 +540,40 @@ START_TEST(verify_attn_mma_e4m3_launch)
 }
 END_TEST
 
+/* The wgmma body over an e4m3 cache: 384 threads in bf16 arithmetic (the
+ * producer warpgroup that widens the tiles), 256 in FP8 arithmetic. */
+START_TEST(verify_attn_wgmma_e4m3_launch)
+{
+    const unsigned tiles = (65 * 8 + KDT_ATTN_WG_BM - 1) / KDT_ATTN_WG_BM;
+    static const int32_t maths[2] = {KDTREE_ATTN_MATH_BF16,
+                                     KDTREE_ATTN_MATH_E4M3};
+    static const unsigned threads[2] = {384, 256};
+    ck_assert_int_eq(KDT_ATTN_WG_LAUNCH_THREADS(0, 0), KDT_ATTN_WG_THREADS);
+    for (int i = 0; i < 2; i++) {
+        const int64_t vals[5] = {8, 64, 65, KDTREE_KV_E4M3, maths[i]};
+        kdtree_attn attn = {.q = DP(1), .o = DP(2), .n_heads = 8,
+                            .scale = 0.07f, .math = maths[i]};
+        kdtree_tree tree = {.n_nodes = DP(5), .anc_mask = DP(6),
+                            .n_requests = 1, .n_max = 65};
+        kdtree_requests req = {.past_len = DP(7), .n_requests = 1};
+        kdtree_kv_cache kv = {.data = DP(8), .block_table = DP(9),
+                              .page_size = 64, .max_pages = 66,
+                              .dtype = KDTREE_KV_E4M3, .scale = 0.5f};
+        pretend("sm_90a", KDT_KERNEL_VERIFY_ATTN, vals, 5, KDT_ATTN_WG_SMEM);
+        kdt_verify_attn_splits_override = 1;
+        param_size = sizeof(kdt_verify_attn_params);
+        ck_assert_int_eq(kdtree_verify_attn(&rt, &attn, &tree, &req, &kv,
+                                            STREAM), KDTREE_OK);
+        ck_assert_int_eq(n_recs, 1);
+        ck_assert_uint_eq(KDT_ATTN_WG_LAUNCH_THREADS(KDTREE_KV_E4M3,
+                                                     maths[i]),
+                          threads[i]);
+        check_rec(&recs[0], FN0, tiles, 1, 1, threads[i], KDT_ATTN_WG_SMEM);
+    }
+    kdt_verify_attn_splits_override = 0;
+}
+END_TEST
+
 /* The same target, fixed at creation or chosen on first use, gives the
  * same body: a runtime without one, in a process without NVRTC, builds
  * for the device's own cubin target (sm_90a on Hopper: the wgmma
@@ -571,6 +605,7 @@ suite(void)
     tcase_add_test(t, verify_attn_wgmma_launch);
     tcase_add_test(t, verify_attn_mma_launch);
     tcase_add_test(t, verify_attn_mma_e4m3_launch);
+    tcase_add_test(t, verify_attn_wgmma_e4m3_launch);
     tcase_add_test(t, verify_attn_target_on_first_use);
     suite_add_tcase(s, t);
     return s;

@@ -114,13 +114,13 @@ typedef struct va_geom {
 } va_geom;
 
 static va_geom
-va_geometry(const kdt_target *t, int32_t kv_dtype)
+va_geometry(const kdt_target *t, int32_t kv_dtype, int32_t math)
 {
     /* sm_90a or compute_90a: where NVRTC defines the arch-specific
      * features of 9.0 that select the wgmma body (kdt_attn_tiles.h) */
     if (t->major == 9 && t->minor == 0 && t->suffix == 'a')
-        return (va_geom){KDT_ATTN_WG_THREADS, KDT_ATTN_WG_SMEM, 1,
-                         &kdt_va_costs_wgmma};
+        return (va_geom){KDT_ATTN_WG_LAUNCH_THREADS(kv_dtype, math),
+                         KDT_ATTN_WG_SMEM, 1, &kdt_va_costs_wgmma};
     /* one block an SM (8 warps of 255 registers fill the register file);
      * an e4m3 cache's ring holds more, smaller tiles */
     return (va_geom){KDT_ATTN_THREADS, KDT_ATTN_MMA_SMEM(kv_dtype), 1,
@@ -280,7 +280,7 @@ kdtree_verify_attn_workspace_size(uint64_t *out_bytes, kdtree_runtime *rt,
         (st = va_check_shape(fn, vals, attn, tree, kv)) ||
         (st = kdt_runtime_resolve_target(rt)))
         return st;
-    va_geom g = va_geometry(&rt->target, kv->dtype);
+    va_geom g = va_geometry(&rt->target, kv->dtype, attn->math);
     int splits = va_splits(rt, &g, tree->n_requests, attn->n_heads,
                            tree->n_max, (int64_t)kv->max_pages * kv->page_size);
     *out_bytes =
@@ -319,7 +319,7 @@ kdtree_verify_attn(kdtree_runtime *rt, const kdtree_attn *attn,
     const int64_t cap = (int64_t)kv->max_pages * kv->page_size;
     /* the body, hence the tile shape and the split rule, from the target
      * fixed above: the same one kdtree_verify_attn_workspace_size saw */
-    const va_geom g = va_geometry(&rt->target, kv->dtype);
+    const va_geom g = va_geometry(&rt->target, kv->dtype, attn->math);
     int splits = va_splits(rt, &g, R, H, n_max, cap);
     uint64_t need = va_workspace(splits, R, H, n_max);
     if (need) {

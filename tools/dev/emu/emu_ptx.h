@@ -231,6 +231,12 @@ static inline bool emu_ptx_core(emu_asm_state &s, const std::string &op, const s
         emu_named_bar((int)s.get(a[0]), a.size() > 1 ? (int)s.get(a[1]) : (int)blockDim.x, op.find("arrive") == std::string::npos);
         return true;
     }
+    if (op == "setmaxnreg.inc.sync.aligned.u32" || op == "setmaxnreg.dec.sync.aligned.u32") {
+        // registers are not modelled: the count must be one the hardware takes
+        const uint64_t n = s.get(a[0]);
+        if (n < 24 || n > 256 || n % 8) emu_die("setmaxnreg of " + std::to_string(n) + " registers (8 k, 24..256)", s.stmt);
+        return true;
+    }
     if (op == "cvta.to.shared.u64") {
         uint64_t g = s.get(a[1]), w = (uint64_t)emu_blk->win;
         if (g < w || g >= w + EMU_SMEM_WINDOW) emu_die("cvta.to.shared of a non-shared pointer", s.stmt);

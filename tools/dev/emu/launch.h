@@ -5,7 +5,9 @@
 // another.  A watchdog calls it a deadlock, and says what every blocked
 // thread waits for, when all live threads of the cluster are blocked and
 // no barrier has completed for three seconds (a thread that a completion
-// woke is the only one left to run, so it cannot take that long).
+// woke is the only one left to run, so it cannot take that long), and it
+// dies when a block exits with a named barrier that some threads arrived
+// at and that never completed.
 #pragma once
 #include <map>
 #include "cuda_emu.h"
@@ -94,6 +96,12 @@ template <class P> static void emu_launch_grid(void (*k)(P), P p, dim3e grid, un
                 for (unsigned i = 0; i < nb * block; i++) pthread_join(th[i], NULL);
                 pthread_mutex_lock(&w.mu); w.stop = true; pthread_cond_signal(&w.cv); pthread_mutex_unlock(&w.mu);
                 pthread_join(wd, NULL);
+                // a named barrier some threads arrived at and the rest never
+                // reached: the block's arrivals and syncs do not pair up
+                for (emu_block *b : blocks)
+                    for (int i = 1; i < 16; i++)
+                        if (b->nbar[i].arrived)
+                            emu_die("block exits with " + std::to_string(b->nbar[i].arrived) + " threads arrived at named barrier " + std::to_string(i) + " that never completed", "");
                 for (emu_block *b : blocks) { delete[] b->wg; delete b; }
             }
     pthread_attr_destroy(&at);

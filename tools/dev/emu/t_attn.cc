@@ -50,7 +50,7 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 // of the cache's type.
 #if KDT_ATTN_WGMMA
 #define VA_BM KDT_ATTN_WG_BM
-#define VA_THREADS KDT_ATTN_WG_THREADS
+#define VA_THREADS KDT_ATTN_WG_LAUNCH_THREADS(KDT_KV, KDT_MATH)
 #define VA_SMEM KDT_ATTN_WG_SMEM /* an e4m3 cache: the wgmma body's plan to name */
 #else
 #define VA_BM KDT_ATTN_BM

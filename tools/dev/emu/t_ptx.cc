@@ -277,7 +277,7 @@ template <class F> static void expect_die(const char *want, F fn) {
     CHECK(WIFSIGNALED(st) && err.find(want) != std::string::npos, "expected an abort with \"%s\", got status %d: %s", want, st, err.c_str());
 }
 
-enum bad_kind { BAD_NOFENCE, BAD_ACC_WRITE, BAD_RESERVED, BAD_INFLIGHT_EXIT, BAD_CP_NOWAIT, BAD_NOT_UNIFORM, BAD_STMATRIX_RACE, BAD_NO_PROXY_FENCE, BAD_STSHARED_NO_FENCE, BAD_DEADLOCK };
+enum bad_kind { BAD_NOFENCE, BAD_ACC_WRITE, BAD_RESERVED, BAD_INFLIGHT_EXIT, BAD_CP_NOWAIT, BAD_NOT_UNIFORM, BAD_STMATRIX_RACE, BAD_NO_PROXY_FENCE, BAD_STSHARED_NO_FENCE, BAD_DEADLOCK, BAD_HALF_ARRIVED };
 struct bad_p { bad_kind kind; const char *tmpl; };
 // WG0 runs one wgmma over zeroed operands; WG1 only writes (the race kinds)
 static void k_bad(bad_p p) {
@@ -296,6 +296,7 @@ static void k_bad(bad_p p) {
     }
     if (p.kind == BAD_NO_PROXY_FENCE || p.kind == BAD_STSHARED_NO_FENCE) __syncthreads();
     if (p.kind == BAD_DEADLOCK && threadIdx.x < 128) emu_asm("bar.sync 2, 256;", {}); // WG1 never comes
+    if (p.kind == BAD_HALF_ARRIVED && threadIdx.x >= 128) emu_asm("bar.arrive 3, 256;", {}); // nobody syncs
     if (threadIdx.x >= 128) return;
     const layout L{true, 8, 16, 1024};
     uint64_t da = desc(base, L), db = desc(base + 8192, L);
@@ -337,6 +338,7 @@ static void t_errors() {
     expect_die("without a fence.proxy.async", [&] { run(BAD_NO_PROXY_FENCE); });
     expect_die("without a fence.proxy.async", [&] { run(BAD_STSHARED_NO_FENCE); });
     expect_die("deadlock", [&] { run(BAD_DEADLOCK); });
+    expect_die("arrived at named barrier 3 that never completed", [&] { run(BAD_HALF_ARRIVED); });
     emu_race_on = true;
     emu_launch_grid(k_bad, bad_p{(bad_kind)-1, tmpl.c_str()}, dim3e{1, 1, 1}, 256, 20000); // the same, correct, runs
     emu_race_on = false;
