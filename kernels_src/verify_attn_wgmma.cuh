@@ -271,6 +271,31 @@ kv8_fetch(uint4 (&v)[KV8_PIECES], int page, int t, int j,
                          : make_uint4(0, 0, 0, 0);
 }
 
+/* This thread's token of half j of tile t (on `page`; none past the
+ * end) asked of L2 a tile before kv8_fetch reads it.  The token's 576
+ * bytes start 64-byte aligned (rows 576 bytes apart from a torch
+ * allocation's base), so five 128-byte lines hold them, the ones at
+ * 128 p from its start, p < 5: the thread of piece column p of the four
+ * that read the token asks for line p, column 0 for line 4 as well (a
+ * less aligned cache loses a part of the hint, nothing else).  The
+ * second half's fetch is the one on the way to publishing a tile
+ * (issued when the stage comes back); from L2 it waits less. */
+static __device__ __forceinline__ void
+kv8_prefetch(int page, int t, int j, const uint16_t *__restrict__ kv,
+             int wtid)
+{
+    if (page < 0)
+        return;
+    const int part = (wtid & 31) >> 3;
+    const uint8_t *row = (const uint8_t *)kv
+        + ((int64_t)page * PAGE + kv8_pos(wtid, t, j) % PAGE) * D_QK;
+    prefetch_l2(row + 128 * part);
+    if (part == 0)
+        prefetch_l2(row + 512);
+}
+static_assert(D_QK + 64 <= 5 * 128,
+              "a 64-byte-aligned e4m3 row lies in five 128-byte lines");
+
 /* kv8_fetch's pieces of half j, widened to f16, into the stage at
  * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of f16, adjacent
  * columns. */
@@ -966,6 +991,8 @@ wg2_widen_loop(const va_block &b, const uint16_t *__restrict__ kv,
                   wtid);
     int page1 = kv8_page(wtid, t0 + 1, 1, total, bt); /* t's second half */
     int page2 = kv8_page(wtid, t0 + 2, 0, total, bt); /* t+1's first */
+    if (t0 + 1 < t1)
+        kv8_prefetch(page1, t0 + 1, 1, kv, wtid);
     for (int t = t0 + 1; t < t1; ++t) {
         const int it = t - t0, st = it & 1;
         const uint32_t dst = sk + st * TILE_BYTES;
@@ -981,6 +1008,8 @@ wg2_widen_loop(const va_block &b, const uint16_t *__restrict__ kv,
             kv8_fetch(v, page2, t + 1, 0, kv, wtid);
         page1 = kv8_page(wtid, t + 1, 1, total, bt);
         page2 = kv8_page(wtid, t + 2, 0, total, bt);
+        if (t + 1 < t1)
+            kv8_prefetch(page1, t + 1, 1, kv, wtid);
     }
     /* the last two tiles' hand-backs (one, for a single tile) */
     for (int t = max(t0, t1 - 2); t < t1; ++t)

@@ -38,13 +38,14 @@ template <class T> static inline emu_opnd EMU_IN(T &&x) {
     return o;
 }
 
-// global ranges a cp.async may read (registered by the test; none = no check)
+// global ranges a cp.async may read or a prefetch name (registered by the
+// test; none = no check)
 inline std::vector<std::pair<const void *, size_t>> emu_global_ranges;
-static inline void emu_check_global(uint64_t a, int n) {
+static inline void emu_check_global(uint64_t a, int n, const char *what = "cp.async reads") {
     if (emu_global_ranges.empty()) return;
     for (auto &r : emu_global_ranges)
         if (a >= (uint64_t)r.first && a + n <= (uint64_t)r.first + r.second) return;
-    emu_die("cp.async reads outside every buffer", std::to_string(a));
+    emu_die(std::string(what) + " outside every buffer", std::to_string(a));
 }
 // [a, a + n) of the dynamic shared memory of block b (this one by default)
 static inline unsigned char *emu_smem_ptr(uint64_t a, int n, int align, emu_block *b = nullptr) {
@@ -252,6 +253,10 @@ static inline bool emu_ptx_core(emu_asm_state &s, const std::string &op, const s
         emu_race_write(emu_blk->shadow, (uint32_t)c.dst, 16, true, "cp.async");
         if (emu_cp_eager) emu_cp_do(c);
         emu_cp_open.push_back(c);
+        return true;
+    }
+    if (op == "prefetch.global.L2") { // a hint, no data moves: its address must lie in a buffer
+        emu_check_global(s.get(a[0]), 1, "prefetch.global.L2 names a byte");
         return true;
     }
     if (op == "cp.async.commit_group") { emu_cp_groups.push_back(emu_cp_open); emu_cp_open.clear(); return true; }

@@ -342,6 +342,14 @@ static void t_errors() {
     emu_race_on = true;
     emu_launch_grid(k_bad, bad_p{(bad_kind)-1, tmpl.c_str()}, dim3e{1, 1, 1}, 256, 20000); // the same, correct, runs
     emu_race_on = false;
+    // an L2 prefetch names a byte of a registered buffer, or dies
+    static unsigned char buf[640];
+    emu_global_ranges = {{buf, sizeof buf}};
+    auto prefetch = [](const void *p) { emu_asm("prefetch.global.L2 [%0];", {EMU_IN(p)}); };
+    prefetch(buf);
+    prefetch(buf + sizeof buf - 1);
+    expect_die("prefetch.global.L2 names a byte outside every buffer", [&] { prefetch(buf + sizeof buf); });
+    emu_global_ranges.clear();
 }
 
 // ---- wgmma with A in registers -----------------------------------------
