@@ -30,8 +30,8 @@
  *    next tile while that PV runs (so WG0's S of it queues behind the
  *    PV).
  *  - Over an e4m3 cache in bf16 arithmetic a third warpgroup, WG2 (the
- *    producer, on 104 registers a thread; setmaxnreg gives the math
- *    warpgroups the rest, 200), loads the tiles in WG1's place: through
+ *    producer, on 72 registers a thread; setmaxnreg gives the math
+ *    warpgroups the rest, 216), loads the tiles in WG1's place: through
  *    registers, widened to f16 on the way (kv8_store), each into its
  *    stage once both math warpgroups have handed back the tile two
  *    before it; WG1 does its P V alone.
@@ -82,12 +82,10 @@ constexpr int NLAUNCH = KDT_ATTN_WG_LAUNCH_THREADS(KDT_KV, KDT_MATH);
 /* With the producer the block launches at 65536 / 384 registers a thread,
  * 168 (a multiple of 8); the producer gives back all but PRODUCER_REGS,
  * and the math warpgroups take them (setmaxnreg): the pool the three
- * share is the block's 384 x 168.  The producer holds a whole tile (72
- * registers of e4m3) and its addresses; the math warpgroups need 200
- * without spilling (ptxas: 192 spills at H=8). */
+ * share is the block's 384 x 168. */
 constexpr int LAUNCH_REGS = 168;
-constexpr int PRODUCER_REGS = 104;
-constexpr int MATH_REGS = 200;
+constexpr int PRODUCER_REGS = 72;
+constexpr int MATH_REGS = 216;
 static_assert(!PRODUCER || (NLAUNCH == 384
                             && 128 * PRODUCER_REGS + 256 * MATH_REGS
                                    <= NLAUNCH * LAUNCH_REGS
@@ -221,8 +219,10 @@ load_kv_tile(uint32_t dst, int wtid, const int64_t (&row)[BN / 16],
  * shared memory: Q and the two bf16 stages leave 1.5 KB of Hopper's
  * 227 KB, no room to stage the bytes, and a pass through shared memory
  * would add 72 KB a tile (bytes in, read back) to the 220 KB that wgmma
- * reads.  A tile is two halves, both fetched a tile ahead: the
- * producer's registers are the ring's third stage, a tile deep.
+ * reads.  A tile is two halves:
+ * the first is fetched a tile ahead (the registers are the ring's third
+ * stage, half a tile deep), the second when the stage is handed back:
+ * the producer's 72 registers hold one half and the addresses.
  *
  * Half j of a tile is its tokens 16 w4 + 8 j + lane % 8 (w4: the
  * loading thread's warp, of WG1 for the first tile, else of WG2): a
@@ -270,6 +270,31 @@ kv8_fetch(uint4 (&v)[KV8_PIECES], int page, int t, int j,
         v[k] = page >= 0 ? __ldg((const uint4 *)(src + 64 * k))
                          : make_uint4(0, 0, 0, 0);
 }
+
+/* This thread's token of half j of tile t (on `page`; none past the
+ * end) asked of L2 a tile before kv8_fetch reads it.  The token's 576
+ * bytes start 64-byte aligned (rows 576 bytes apart from a torch
+ * allocation's base), so five 128-byte lines hold them, the ones at
+ * 128 p from its start, p < 5: the thread of piece column p of the four
+ * that read the token asks for line p, column 0 for line 4 as well (a
+ * less aligned cache loses a part of the hint, nothing else).  The
+ * second half's fetch is the one on the way to publishing a tile
+ * (issued when the stage comes back); from L2 it waits less. */
+static __device__ __forceinline__ void
+kv8_prefetch(int page, int t, int j, const uint16_t *__restrict__ kv,
+             int wtid)
+{
+    if (page < 0)
+        return;
+    const int part = (wtid & 31) >> 3;
+    const uint8_t *row = (const uint8_t *)kv
+        + ((int64_t)page * PAGE + kv8_pos(wtid, t, j) % PAGE) * D_QK;
+    prefetch_l2(row + 128 * part);
+    if (part == 0)
+        prefetch_l2(row + 512);
+}
+static_assert(D_QK + 64 <= 5 * 128,
+              "a 64-byte-aligned e4m3 row lies in five 128-byte lines");
 
 /* kv8_fetch's pieces of half j, widened to f16, into the stage at
  * `dst`: each 16 bytes of e4m3 are two 16-byte pieces of f16, adjacent
@@ -948,46 +973,43 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
 /* Phase 2, the producer's side of the KV loop (an e4m3 cache in bf16
  * arithmetic, WG2): tiles t0+1 .. t1-1 (WG1 loaded t0 in phase 1), each
  * into its stage once both math warpgroups have handed back the tile two
- * before it (BAR_KEMPTY, 384 threads).  A whole tile is in registers,
- * fetched as soon as the tile before it is widened: both halves widened
- * into the stage (kv8_store), the tile published (BAR_KFULL, to WG0; WG1
- * learns of it through WG0's P), each half's registers refilled with
- * the next tile's as soon as they are stored.  So a tile's two L2 round
- * trips overlap, and both overlap the math of the tile before.  Its
- * registers are the tile's 72 and the addresses: the producer runs on
- * PRODUCER_REGS.  Leaves every hand-back of the loop waited for, so that
- * no barrier is left half-arrived. */
+ * before it (BAR_KEMPTY, 384 threads): the first half, fetched into
+ * registers during the tile before, widened into the stage (kv8_store),
+ * the second fetched and widened, the tile published (BAR_KFULL, to
+ * WG0; WG1 learns of it through WG0's P), then the next tile's first
+ * half fetched.  Its registers are the first half's 36 and the
+ * addresses: the producer runs on PRODUCER_REGS.  Leaves every hand-back
+ * of the loop waited for, so that no barrier is left half-arrived. */
 static __device__ __forceinline__ void
 wg2_widen_loop(const va_block &b, const uint16_t *__restrict__ kv,
                const int32_t *__restrict__ bt, uint32_t sk, int wtid)
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
-    uint4 v0[KV8_PIECES], v1[KV8_PIECES]; /* tile t's halves */
-    if (t0 + 1 < t1) {
-        kv8_fetch(v0, kv8_page(wtid, t0 + 1, 0, total, bt), t0 + 1, 0, kv,
+    uint4 v[KV8_PIECES]; /* the first half of tile t */
+    if (t0 + 1 < t1)
+        kv8_fetch(v, kv8_page(wtid, t0 + 1, 0, total, bt), t0 + 1, 0, kv,
                   wtid);
-        kv8_fetch(v1, kv8_page(wtid, t0 + 1, 1, total, bt), t0 + 1, 1, kv,
-                  wtid);
-    }
-    /* tile t+1's pages */
-    int page0 = kv8_page(wtid, t0 + 2, 0, total, bt);
-    int page1 = kv8_page(wtid, t0 + 2, 1, total, bt);
+    int page1 = kv8_page(wtid, t0 + 1, 1, total, bt); /* t's second half */
+    int page2 = kv8_page(wtid, t0 + 2, 0, total, bt); /* t+1's first */
+    if (t0 + 1 < t1)
+        kv8_prefetch(page1, t0 + 1, 1, kv, wtid);
     for (int t = t0 + 1; t < t1; ++t) {
         const int it = t - t0, st = it & 1;
         const uint32_t dst = sk + st * TILE_BYTES;
         /* tile t goes where tile t-2 was: both math warpgroups are done */
         if (it >= 2)
             kempty_sync(st);
-        kv8_store(dst, v0, 0, wtid);
-        if (t + 1 < t1)
-            kv8_fetch(v0, page0, t + 1, 0, kv, wtid);
-        kv8_store(dst, v1, 1, wtid);
+        kv8_store(dst, v, 0, wtid);
+        kv8_fetch(v, page1, t, 1, kv, wtid);
+        kv8_store(dst, v, 1, wtid);
         proxy_fence();
         bar_arrive(BAR_KFULL + st);
         if (t + 1 < t1)
-            kv8_fetch(v1, page1, t + 1, 1, kv, wtid);
-        page0 = kv8_page(wtid, t + 2, 0, total, bt);
-        page1 = kv8_page(wtid, t + 2, 1, total, bt);
+            kv8_fetch(v, page2, t + 1, 0, kv, wtid);
+        page1 = kv8_page(wtid, t + 1, 1, total, bt);
+        page2 = kv8_page(wtid, t + 2, 0, total, bt);
+        if (t + 1 < t1)
+            kv8_prefetch(page1, t + 1, 1, kv, wtid);
     }
     /* the last two tiles' hand-backs (one, for a single tile) */
     for (int t = max(t0, t1 - 2); t < t1; ++t)

@@ -108,6 +108,14 @@ st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
                  :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
+/* Asks L2 for the 128-byte line that holds `src`: a hint, no register
+ * written and nothing to wait for. */
+static __device__ __forceinline__ void
+prefetch_l2(const void *src)
+{
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(src) : "memory");
+}
+
 static __device__ __forceinline__ void
 st_shared_v2(uint32_t addr, uint32_t a, uint32_t b)
 {
