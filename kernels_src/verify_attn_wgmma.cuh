@@ -975,11 +975,12 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
  * into its stage once both math warpgroups have handed back the tile two
  * before it (BAR_KEMPTY, 384 threads): the first half, fetched into
  * registers during the tile before, widened into the stage (kv8_store),
- * the second fetched and widened, the tile published (BAR_KFULL, to
- * WG0; WG1 learns of it through WG0's P), then the next tile's first
- * half fetched.  Its registers are the first half's 36 and the
- * addresses: the producer runs on PRODUCER_REGS.  Leaves every hand-back
- * of the loop waited for, so that no barrier is left half-arrived. */
+ * the second fetched (asked of L2 a tile before: kv8_prefetch) and
+ * widened, the tile published (BAR_KFULL, to WG0; WG1 learns of it
+ * through WG0's P), then the next tile's first half fetched.  Its
+ * registers are the first half's 36 and the addresses: the producer
+ * runs on PRODUCER_REGS.  Leaves every hand-back of the loop waited for,
+ * so that no barrier is left half-arrived. */
 static __device__ __forceinline__ void
 wg2_widen_loop(const va_block &b, const uint16_t *__restrict__ kv,
                const int32_t *__restrict__ bt, uint32_t sk, int wtid)
