@@ -99,7 +99,7 @@ template <class P> static void emu_launch_grid(void (*k)(P), P p, dim3e grid, un
                 // a named barrier some threads arrived at and the rest never
                 // reached: the block's arrivals and syncs do not pair up
                 for (emu_block *b : blocks)
-                    for (int i = 1; i < 16; i++)
+                    for (size_t i = 1; i < sizeof b->nbar / sizeof b->nbar[0]; i++)
                         if (b->nbar[i].arrived)
                             emu_die("block exits with " + std::to_string(b->nbar[i].arrived) + " threads arrived at named barrier " + std::to_string(i) + " that never completed", "");
                 for (emu_block *b : blocks) { delete[] b->wg; delete b; }
