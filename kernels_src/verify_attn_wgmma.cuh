@@ -136,23 +136,19 @@ constexpr int P_SHIFT = KV_E4M3 && !MATH_E4M3 ? 7 : 0;
 #include "kdt_fp8.cuh"
 
 /* A stage handed back: by WG0 alone to WG1, which refills it; with the
- * producer, by both math warpgroups to it (384 threads). */
+ * producer, by both math warpgroups to it (all NLAUNCH threads). */
+constexpr int KEMPTY_THREADS = PRODUCER ? NLAUNCH : NTHREADS;
+
 static __device__ __forceinline__ void
 kempty_arrive(int st)
 {
-    if constexpr (PRODUCER)
-        bar_arrive_n<NLAUNCH>(BAR_KEMPTY + st);
-    else
-        bar_arrive(BAR_KEMPTY + st);
+    bar_arrive_n<KEMPTY_THREADS>(BAR_KEMPTY + st);
 }
 
 static __device__ __forceinline__ void
 kempty_sync(int st)
 {
-    if constexpr (PRODUCER)
-        bar_sync_n<NLAUNCH>(BAR_KEMPTY + st);
-    else
-        bar_sync(BAR_KEMPTY + st);
+    bar_sync_n<KEMPTY_THREADS>(BAR_KEMPTY + st);
 }
 
 /* Byte offset of 16-byte piece c (0..71) of row `row` in a swizzled
@@ -923,39 +919,27 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         regs_copy(o_io, o);
         return;
     }
-    if constexpr (PRODUCER) {
-        for (int t = t0; t < t1; ++t) {
-            const int st = (t - t0) & 1;
-            bar_sync(BAR_PFULL);
-            pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
-                     st * TILE_BYTES + vcol, 0);
-            bar_sync(BAR_PFULL + 1);
-            pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
-            pv_finish(o);
-            bar_arrive(BAR_PEMPTY);
-            kempty_arrive(st);
-        }
-        regs_copy(o_io, o);
-        return;
-    }
-    int64_t rows[BN / 16]; /* of tile t+1 */
-    kv_rows(rows, wtid, t0 + 1, total, bt);
+    int64_t rows[BN / 16]; /* of tile t+1 (none with the producer) */
+    if (!PRODUCER)
+        kv_rows(rows, wtid, t0 + 1, total, bt);
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
-        /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
-        if (it > 0)
-            bar_sync(BAR_KEMPTY + nb);
-        if (t + 1 < t1)
-            load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
-        kdt_cp_async_commit();
-        kv_rows(rows, wtid, t + 2, total, bt);
+        if (!PRODUCER) {
+            /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
+            if (it > 0)
+                kempty_sync(nb);
+            if (t + 1 < t1)
+                load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
+            kdt_cp_async_commit();
+            kv_rows(rows, wtid, t + 2, total, bt);
+        }
 
         bar_sync(BAR_PFULL);
         pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
                  st * TILE_BYTES + vcol, 0);
         /* tile t+1 is published while this PV runs, so WG0's S of it
          * queues behind the PV instead of waiting for its end */
-        if (t + 1 < t1) {
+        if (!PRODUCER && t + 1 < t1) {
             kdt_cp_async_wait<0>();
             proxy_fence();
             bar_arrive(BAR_KFULL + nb);
@@ -964,9 +948,11 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
         pv_finish(o);
         bar_arrive(BAR_PEMPTY);
+        if (PRODUCER)
+            kempty_arrive(st); /* with WG0's, to the producer */
     }
-    if (t1 > t0)
-        bar_sync(BAR_KEMPTY + ((t1 - 1 - t0) & 1)); /* WG0's last */
+    if (!PRODUCER && t1 > t0)
+        kempty_sync((t1 - 1 - t0) & 1); /* WG0's last */
     regs_copy(o_io, o);
 }
 

@@ -7,20 +7,9 @@
  * verify_attn_wgmma.cuh, included after its constants (NTHREADS, the
  * tile geometry); nothing here is used by another kernel.
  */
-static __device__ __forceinline__ void
-bar_sync(int id)
-{
-    asm volatile("bar.sync %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
-}
-
-static __device__ __forceinline__ void
-bar_arrive(int id)
-{
-    asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(NTHREADS) : "memory");
-}
-
-/* bar.sync / bar.arrive of COUNT threads (the block's three warpgroups,
- * where a barrier pairs two of them with the third). */
+/* bar.sync / bar.arrive of COUNT threads: the two math warpgroups
+ * (bar_sync, bar_arrive), or all three where a barrier pairs two of
+ * them with the producer. */
 template <int COUNT>
 static __device__ __forceinline__ void
 bar_sync_n(int id)
@@ -33,6 +22,18 @@ static __device__ __forceinline__ void
 bar_arrive_n(int id)
 {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(COUNT) : "memory");
+}
+
+static __device__ __forceinline__ void
+bar_sync(int id)
+{
+    bar_sync_n<NTHREADS>(id);
+}
+
+static __device__ __forceinline__ void
+bar_arrive(int id)
+{
+    bar_arrive_n<NTHREADS>(id);
 }
 
 /* This warpgroup's registers a thread, raised to or lowered to N (a
