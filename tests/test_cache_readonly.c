@@ -3,9 +3,9 @@
  * read-only mount that passes the trust rules.  None takes its lock (the
  * directory cannot be written: there is nothing to wait for); they share
  * one compile through the spill store instead, neither one after another
- * nor each its own.  Needs root and CAP_SYS_ADMIN for the mount (a
- * private mount namespace, so nothing outside the test sees it) and
- * NVRTC: skipped (77) without them.
+ * nor each its own, and each says why once.  Needs root and
+ * CAP_SYS_ADMIN for the mount (a private mount namespace, so nothing
+ * outside the test sees it) and NVRTC: skipped (77) without them.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -55,12 +55,37 @@ START_TEST(test_read_only_mount_one_compile)
 }
 END_TEST
 
+/* A process whose kernel another has already put in the spill store
+ * loads it from there and says why all the same: the warning does not
+ * depend on which process compiled. */
+START_TEST(test_read_only_mount_spill_hit_says_why)
+{
+    char *log;
+
+    ct_mkdirs(ct_user);
+    ck_assert_int_eq(mount_read_only(ct_user), 0);
+    ct_log_at("info");
+    log = ct_compile_in_processes(1);
+    ck_assert_int_eq(ct_count_lines(log, "info: compiled "), 1);
+    free(log);
+    log = ct_compile_in_processes(1);
+    ck_assert_int_eq(ct_count_lines(log, "info: compiled "), 0);
+    ck_assert_int_eq(ct_count_lines(log, "warn: cache: cannot write to"), 1);
+    ck_assert_int_eq(ct_count_lines(log, "Read-only file system; compiled "
+                                         "kernels go to the node's spill "
+                                         "store"), 1);
+    free(log);
+    umount(ct_user);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
     TCase *tc = ct_tcase("readonly", 300);
 
     tcase_add_test(tc, test_read_only_mount_one_compile);
+    tcase_add_test(tc, test_read_only_mount_spill_hit_says_why);
     return ct_suite("cache_readonly", tc);
 }
 

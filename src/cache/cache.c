@@ -172,21 +172,9 @@ spill_store(char **id, uint64_t *cap, int check)
     return NULL;
 }
 
-/* 1 when the user's directory `user` (identity `id`) cannot take an entry
- * as far as this process knows: a publish there failed, or it shows that
- * it would (cache/file.h: kdt_cache_dir_unwritable).  No side effects. */
-static int
-user_unwritable(const char *user, const char *id)
-{
-    char why[KDT_WHY_SIZE];
-
-    return kdt_cache_is_unwritable(id)
-           || kdt_cache_dir_unwritable(user, why, sizeof why);
-}
-
 /* Marks the user's directory `user` (identity `id`) unwritable for this
- * process, which found out before publishing (`why`); the first time,
- * says so, naming the spill store when there is one. */
+ * process, which found out before publishing there (`why`); the first
+ * time, says so, naming the spill store when there is one. */
 static void
 user_found_unwritable(const char *user, const char *id, const char *why)
 {
@@ -206,6 +194,24 @@ user_found_unwritable(const char *user, const char *id, const char *why)
                          "process compiling its own", user, why);
     free(spill);
     free(spill_id);
+}
+
+/* 1 when the user's directory `user` (identity `id`) cannot take an entry
+ * as far as this process knows: a publish there failed, or it shows that
+ * it would (cache/file.h: kdt_cache_dir_unwritable; the directory then
+ * marked and said, as a publish would, so that a process whose every
+ * kernel the spill store serves says why too). */
+static int
+user_unwritable(const char *user, const char *id)
+{
+    char why[KDT_WHY_SIZE];
+
+    if (kdt_cache_is_unwritable(id))
+        return 1;
+    if (!kdt_cache_dir_unwritable(user, why, sizeof why))
+        return 0;
+    user_found_unwritable(user, id, why);
+    return 1;
 }
 
 /* 1 when a publish into the user's directory `user` (identity `id`) may
