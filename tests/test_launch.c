@@ -502,6 +502,23 @@ START_TEST(verify_attn_mma_launch)
 }
 END_TEST
 
+/* One request of 65 rows over an e4m3 cache (scale 0.5) in arithmetic
+ * `math`. */
+static int32_t
+call_verify_attn_e4m3(int32_t math)
+{
+    kdtree_attn attn = {.q = DP(1), .o = DP(2), .n_heads = 8,
+                        .scale = 0.07f, .math = math};
+    kdtree_tree tree = {.n_nodes = DP(5), .anc_mask = DP(6),
+                        .n_requests = 1, .n_max = 65};
+    kdtree_requests req = {.past_len = DP(7), .n_requests = 1};
+    kdtree_kv_cache kv = {.data = DP(8), .block_table = DP(9),
+                          .page_size = 64, .max_pages = 66,
+                          .dtype = KDTREE_KV_E4M3, .scale = 0.5f};
+    param_size = sizeof(kdt_verify_attn_params);
+    return kdtree_verify_attn(&rt, &attn, &tree, &req, &kv, STREAM);
+}
+
 /* The mma.sync body over an e4m3 cache: its own plan's shared memory
  * (kdt_attn_mma_kv8_smem, more than the bf16 one's), the cache's scale in
  * the parameters; a device that gives less: KDTREE_ERROR_ARCH. */
@@ -510,20 +527,11 @@ START_TEST(verify_attn_mma_e4m3_launch)
     static const int64_t vals[5] = {8, 64, 65, KDTREE_KV_E4M3,
                                     KDTREE_ATTN_MATH_E4M3};
     const unsigned tiles = (65 * 8 + KDT_ATTN_BM - 1) / KDT_ATTN_BM;
-    kdtree_attn attn = {.q = DP(1), .o = DP(2), .n_heads = 8,
-                        .scale = 0.07f, .math = KDTREE_ATTN_MATH_E4M3};
-    kdtree_tree tree = {.n_nodes = DP(5), .anc_mask = DP(6),
-                        .n_requests = 1, .n_max = 65};
-    kdtree_requests req = {.past_len = DP(7), .n_requests = 1};
-    kdtree_kv_cache kv = {.data = DP(8), .block_table = DP(9),
-                          .page_size = 64, .max_pages = 66,
-                          .dtype = KDTREE_KV_E4M3, .scale = 0.5f};
     ck_assert_int_gt(KDT_ATTN_KV8_SMEM, KDT_ATTN_SMEM);
     pretend("sm_120", KDT_KERNEL_VERIFY_ATTN, vals, 5, KDT_ATTN_KV8_SMEM);
     kdt_verify_attn_splits_override = 1;
-    param_size = sizeof(kdt_verify_attn_params);
-    ck_assert_int_eq(kdtree_verify_attn(&rt, &attn, &tree, &req, &kv,
-                                        STREAM), KDTREE_OK);
+    ck_assert_int_eq(call_verify_attn_e4m3(KDTREE_ATTN_MATH_E4M3),
+                     KDTREE_OK);
     ck_assert_int_eq(n_recs, 1);
     check_rec(&recs[0], FN0, tiles, 1, 1, KDT_ATTN_THREADS,
               KDT_ATTN_KV8_SMEM);
@@ -533,8 +541,8 @@ START_TEST(verify_attn_mma_e4m3_launch)
 
     entry.max_dynamic_smem = KDT_ATTN_KV8_SMEM - 1;
     n_recs = 0;
-    ck_assert_int_eq(kdtree_verify_attn(&rt, &attn, &tree, &req, &kv,
-                                        STREAM), KDTREE_ERROR_ARCH);
+    ck_assert_int_eq(call_verify_attn_e4m3(KDTREE_ATTN_MATH_E4M3),
+                     KDTREE_ERROR_ARCH);
     ck_assert_int_eq(n_recs, 0);
     kdt_verify_attn_splits_override = 0;
 }
@@ -551,19 +559,9 @@ START_TEST(verify_attn_wgmma_e4m3_launch)
     ck_assert_int_eq(KDT_ATTN_WG_LAUNCH_THREADS(0, 0), KDT_ATTN_WG_THREADS);
     for (int i = 0; i < 2; i++) {
         const int64_t vals[5] = {8, 64, 65, KDTREE_KV_E4M3, maths[i]};
-        kdtree_attn attn = {.q = DP(1), .o = DP(2), .n_heads = 8,
-                            .scale = 0.07f, .math = maths[i]};
-        kdtree_tree tree = {.n_nodes = DP(5), .anc_mask = DP(6),
-                            .n_requests = 1, .n_max = 65};
-        kdtree_requests req = {.past_len = DP(7), .n_requests = 1};
-        kdtree_kv_cache kv = {.data = DP(8), .block_table = DP(9),
-                              .page_size = 64, .max_pages = 66,
-                              .dtype = KDTREE_KV_E4M3, .scale = 0.5f};
         pretend("sm_90a", KDT_KERNEL_VERIFY_ATTN, vals, 5, KDT_ATTN_WG_SMEM);
         kdt_verify_attn_splits_override = 1;
-        param_size = sizeof(kdt_verify_attn_params);
-        ck_assert_int_eq(kdtree_verify_attn(&rt, &attn, &tree, &req, &kv,
-                                            STREAM), KDTREE_OK);
+        ck_assert_int_eq(call_verify_attn_e4m3(maths[i]), KDTREE_OK);
         ck_assert_int_eq(n_recs, 1);
         ck_assert_uint_eq(KDT_ATTN_WG_LAUNCH_THREADS(KDTREE_KV_E4M3,
                                                      maths[i]),
