@@ -154,13 +154,8 @@ static_assert(KDT_ATTN_KV8_SMEM <= 99 * 1024,
  * math: the block has 384 threads there, 256 elsewhere.  The host and
  * the kernel both take the count from here. */
 #define KDT_ATTN_WG_PRODUCER(kv, math) ((kv) == 1 && (math) == 0)
-/* In FP8 arithmetic (KV 1, MATH 1) a third warpgroup computes S, the
- * softmax and P, and the other two each the P V of half of O's dims, so
- * that a tile's S runs beside the P V of the tile before: 384 threads. */
-#define KDT_ATTN_WG_SOFTMAX(kv, math) ((kv) == 1 && (math) == 1)
 #define KDT_ATTN_WG_LAUNCH_THREADS(kv, math) \
-    (KDT_ATTN_WG_THREADS + 128 * (KDT_ATTN_WG_PRODUCER(kv, math) || \
-                                  KDT_ATTN_WG_SOFTMAX(kv, math)))
+    (KDT_ATTN_WG_THREADS + 128 * KDT_ATTN_WG_PRODUCER(kv, math))
 /* wgmma's 128-byte swizzle is a pattern of 8 rows of 128 B: every operand
  * tile starts at a multiple of this from the plan's base, which the
  * kernel rounds up to it (the launch promises 16 bytes), so a block asks
@@ -184,35 +179,21 @@ typedef uint16_t kdt_attn_wg_kvtile[KDT_ATTN_D_QK / 64][KDT_ATTN_WG_BN][64];
  * and each KV tile are their e4m3 bytes (576 a row) in the
  * 128-byte-swizzled K-major layout, five 128-byte column blocks
  * [rows][128 B] of which the fifth holds k_pe's 64 bytes a row in its
- * first half (the other half is never written or read).  The e4m3
- * tiles are a ring of three back to back in the two bf16 stages' place
- * (the bf16 Q tile is staged in the second bf16 stage's bytes before it
- * is quantized, before the ring's second and third tiles are copied). */
+ * first half (the other half is never written or read).  An e4m3 tile
+ * sits at the start of a bf16 stage, which keeps its stride (the bf16 Q
+ * tile is staged in the second before it is quantized); the rest of the
+ * stage is spare. */
 #define KDT_ATTN_WG8_KBLK 5
 typedef uint8_t kdt_attn_wg8_tile[KDT_ATTN_WG8_KBLK][KDT_ATTN_WG_BN][128];
 
 /* Under MATH = e4m3, where a page holds less than a tile (PAGE % BN !=
  * 0): the cache rows (page x PAGE + slot) of a tile's 64 tokens, read
  * from the block table once a token and staged for the warpgroup that
- * copies the tile, two tiles' at a time (in kdt_attn_wg8_side).  Token
- * i's row is at i + 2 (i / 32): a warp's 8-byte reads of tokens i and
- * i + 32 then fall on other banks. */
+ * copies the tile, two tiles' at a time.  Token i's row is at i + 2 (i /
+ * 32): a warp's 8-byte reads of tokens i and i + 32 then fall on other
+ * banks. */
 #define KDT_ATTN_WG8_ROWS_LD (KDT_ATTN_WG_BN + 4)
 typedef int32_t kdt_attn_wg8_rows[2][KDT_ATTN_WG8_ROWS_LD];
-
-/* Under MATH = e4m3 (the softmax warpgroup, KDT_ATTN_WG_SOFTMAX) what
- * the warpgroups hand each other beyond the ring lies in the bf16 Q
- * tile's bytes past the e4m3 Q tile: P and the rescale factors of odd tiles
- * (even tiles' in P's and alpha's own places), the softmax warpgroup's
- * row maxima and sums for the epilogue, and the staged cache rows. */
-#define KDT_ATTN_WG8_RING 3
-typedef struct kdt_attn_wg8_side {
-    alignas(1024) uint8_t p1[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
-    float alpha1[KDT_ATTN_WG_BM];
-    float m[KDT_ATTN_WG_BM];
-    float l[KDT_ATTN_WG_BM];
-    alignas(16) kdt_attn_wg8_rows rows;
-} kdt_attn_wg8_side;
 
 /* A cluster's share of the merge: a block's normalised partial rows (f32)
  * and their log2-sum-exp, which the cluster's other blocks read. */
@@ -226,10 +207,6 @@ typedef struct kdt_attn_wg_smem {
     union {
         alignas(16) kdt_attn_wg_qtile q16;
         alignas(16) kdt_attn_wg8_tile q8;
-        struct {
-            alignas(16) kdt_attn_wg8_tile q8;
-            kdt_attn_wg8_side side;
-        } e4m3;
     } q;
     /* The two KV stages (under MATH = e4m3 an e4m3 tile at the start of
      * each); once the loop is done, the epilogue's staging of O: an
@@ -237,8 +214,12 @@ typedef struct kdt_attn_wg_smem {
      * merge (cluster_merge). */
     union {
         alignas(16) kdt_attn_wg_kvtile kv[2];
-        /* MATH = e4m3: the ring of e4m3 tiles */
-        alignas(16) kdt_attn_wg8_tile ring[KDT_ATTN_WG8_RING];
+        /* MATH = e4m3: the first stage's e4m3 tile, and in its spare
+         * bytes the staged cache rows */
+        struct {
+            alignas(16) kdt_attn_wg8_tile tile;
+            alignas(16) kdt_attn_wg8_rows rows;
+        } e4m3;
         alignas(16) uint16_t o[KDT_ATTN_WG_BM][KDT_ATTN_WG_O_LD];
         kdt_attn_wg_merge merge;
     } stages;
@@ -268,12 +249,9 @@ static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages) ==
                   sizeof(kdt_attn_wg8_tile) <= sizeof(kdt_attn_wg_kvtile),
               "the epilogue's O is staged in the KV stages at no cost, "
               "and an e4m3 tile fits in a bf16 stage");
-static_assert(sizeof(((kdt_attn_wg_smem *)0)->q.e4m3) <=
-                  sizeof(kdt_attn_wg_qtile) &&
-                  sizeof(((kdt_attn_wg_smem *)0)->stages.ring) <=
-                  sizeof(((kdt_attn_wg_smem *)0)->stages.kv),
-              "the ring and the hand-offs beside e4m3 Q take no room of "
-              "their own");
+static_assert(sizeof(((kdt_attn_wg_smem *)0)->stages.e4m3) <=
+                  sizeof(kdt_attn_wg_kvtile),
+              "the staged rows lie in the first stage's spare bytes");
 static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
                   && sizeof(((kdt_attn_wg_smem *)0)->p) ==
                   sizeof(((kdt_attn_wg_smem *)0)->p.p16),

@@ -3,8 +3,8 @@
  * (MATH = e4m3 over an e4m3 cache, docs/contract.md §3): both products
  * on e4m3 operands, wgmma's k32 form, f32 accumulators.  A part of
  * verify_attn_wgmma.cuh, included after its constants and PTX; the KV
- * loops and their barriers are that file's (wg2_softmax8_loop,
- * pv8_ring_loop), these are the phases that differ.
+ * loop and its barriers are that file's, these are the phases that
+ * differ.
  *
  * FP8 wgmma reads an operand from shared memory K-major only (no
  * transposed form), which shapes everything here:
@@ -154,20 +154,16 @@ kv8b_bases(T (&b)[4], T base, int wtid)
  * token's place is that page's plus constants.  Otherwise where[j] is the
  * cache row (page x PAGE + slot; < 2^31: 1.2 TB of rows) of the thread's
  * token j (kv8b_token), 0 past `total` (the copy's size says "none").
- * The first three tiles' come straight from the block table
- * (kv8b_where_bt); the rest are staged, one block-table read a token:
- * the loading warpgroup's first 64 threads read token wtid's entry a
- * tile before they store its row (kv8b_entry), store it a tile before
- * the copy (kv8b_stage, into slot t % 2 of the rows for tile t, what the
- * loop's barriers order), and the copy reads its 17 from there
- * (kv8b_where_staged): 64 block-table reads a tile, not 17 a thread
- * (2,176), and no entries held across the P V (pv8_ring_loop).
+ * The first tile's come straight from the block table (kv8b_where_bt);
+ * the rest are staged, one block-table read a token: the warpgroup's
+ * first 64 threads read token wtid's entry two tiles ahead
+ * (kv8b_entry), store its row a tile ahead (kv8b_stage, into `slot`
+ * (it & 1) of the rows, what the loop's barriers order), and the copy
+ * reads its 17 from there (kv8b_where_staged): 64 block-table reads a
+ * tile, not 17 a thread (2,176), and no entries held across the P V.
  */
 constexpr bool KV8B_ONE_PAGE = PAGE % BN == 0;
-/* with the softmax warpgroup: the ring's stages, back to back */
-constexpr int RING_BYTES = sizeof(kdt_attn_wg8_tile);
-static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, stages.ring) == K_OFF,
-              "the ring starts where the stages do");
+constexpr int ROWS_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, stages.e4m3.rows);
 
 /* token i's place in a slot of the staged rows (kdt_attn_wg8_rows) */
 static __host__ __device__ constexpr int
@@ -542,16 +538,27 @@ rescale8t(float (&o)[128], const float *alpha_s, int q)
 /* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, O^T = V^T
  * P^T with this thread's V^T fragments from the stage `off` bytes past
  * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
- * (alpha_s: every row's factor, published).  `a` holds the fragments
- * until pv8_finish: a wgmma reads its registers until then, so each half
- * has its own. */
+ * (alpha_s: every row's factor, published); ROWSUM (WG0): the row sums
+ * l4 too, P times the ones at `dones`, rows r0 (a0) and r0 + 8 (a1)
+ * rescaled.  `a` holds the
+ * fragments until pv8_finish: a wgmma reads its registers until then, so
+ * each half has its own. */
+template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_issue(float (&o)[128], const float *alpha_s, uint64_t dp,
+pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1,
+          const float *alpha_s, uint64_t dp, uint64_t dones,
           const unsigned char *const (&vb)[4], int off, int q, int half,
           uint32_t (&a)[4][4])
 {
     if (half == 0) {
         rescale8t(o, alpha_s, q);
+        if constexpr (ROWSUM) {
+            l4[0] *= a0;
+            l4[1] *= a0;
+            l4[2] *= a1;
+            l4[3] *= a1;
+            pin(l4);
+        }
         pin(o);
     }
     vt8_gather(a, vb, off, half, q & 1);
@@ -561,36 +568,19 @@ pv8_issue(float (&o)[128], const float *alpha_s, uint64_t dp,
     wg_mma_pv8t<1>(o, a[1], db);
     wg_mma_pv8t<2>(o, a[2], db);
     wg_mma_pv8t<3>(o, a[3], db);
+    if constexpr (ROWSUM)
+        wg_mma_rowsum8(l4, db, desc_add(dones, 32 * half));
     wg_commit();
 }
 
+template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_finish(float (&o)[128])
+pv8_finish(float (&o)[128], float (&l4)[4])
 {
     wg_wait<0>();
     pin(o);
-}
-
-/* Phase 2b, MATH = e4m3, the softmax warpgroup: the row sums of half
- * `half` of P (at `dp`), one more wgmma, P times the ones at `dones`,
- * into l4 (rows r0 and r0 + 8 in l4[0..1] and l4[2..3], every column the
- * row's sum), half 0 rescaling them first by the rows' factors a0, a1:
- * the contract's sums of the rounded weights. */
-static __device__ __forceinline__ void
-rowsum8_issue(float (&l4)[4], float a0, float a1, uint64_t dp,
-              uint64_t dones, int half)
-{
-    if (half == 0) {
-        l4[0] *= a0;
-        l4[1] *= a0;
-        l4[2] *= a1;
-        l4[3] *= a1;
+    if constexpr (ROWSUM)
         pin(l4);
-    }
-    const uint64_t db = desc_add(dp, 32 * half);
-    wg_fence();
-    wg_mma_rowsum8(l4, db, desc_add(dones, 32 * half));
-    wg_commit();
 }
 
 /* Phase 3a, MATH = e4m3: O^T's fragments to O's (o[4 j + 2 h + e] =
