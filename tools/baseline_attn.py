@@ -1108,8 +1108,12 @@ def main():
     sgl, sgl_why = (None, "--no-sglang") if "sglang" in off else \
         sglang_or_reason()
     if sgl is not None:
-        notes.append("SGLang's Triton kernels from %s/%s" %
-                     (sglang_root(), sgl.path))
+        # relative to the directory the bench runs in where it lies
+        # below it: a record names no path of the machine that made it
+        where = os.path.join(sglang_root(), sgl.path)
+        rel = os.path.relpath(where)
+        notes.append("SGLang's Triton kernels from %s" %
+                     (where if rel.startswith("..") else rel))
     workspace = None
     if fi is not None and any(v is None for v in fi_why.values()):
         workspace = torch.empty(FI_WORKSPACE, dtype=torch.uint8,
