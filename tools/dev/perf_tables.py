@@ -320,7 +320,7 @@ def t_pt(runs):
 # are set on the H200; the runs that measured the current kernels are an
 # H100's, which the figure says: the wgmma body's three arithmetics at
 # both page sizes in one run, the portable body's in another.
-FP8_A = FP8_B = FP8_BASE = "h100-verify_attn-fp8-sm_90a-5780380.json"
+FP8_WG = "h100-verify_attn-fp8-sm_90a-5780380.json"
 FP8_PT = "h100-verify_attn-fp8-sm_90-83cee79.json"
 E4M3 = re.compile(r" kv=e4m3 kv_scale=\S+ math=(\w+)$")
 
@@ -349,16 +349,16 @@ def span(xs, fmt="%.2f", unit="x"):
 
 
 def t_fp8_a(runs):
-    x = [e["us"] / b["us"] for b, e in shapes_of(runs, FP8_A,
-                                                  "bf16").values()]
-    return FP8_A, "%s the bf16 cache's time at %d shapes (H100)" % (
+    x = [e["us"] / b["us"]
+         for b, e in shapes_of(runs, FP8_WG, "bf16").values()]
+    return FP8_WG, "%s the bf16 cache's time at %d shapes (H100)" % (
         span(x), len(x)), verdict(v <= 1.0 for v in x)
 
 
 def t_fp8_cascade(runs):
     x = [baseline(e, "flashinfer-cascade")["ours_faster_by"]
-         for _, e in shapes_of(runs, FP8_BASE, "bf16").values()]
-    return FP8_BASE, "%s at %d shapes (H100)" % (span(x), len(x)), \
+         for _, e in shapes_of(runs, FP8_WG, "bf16").values()]
+    return FP8_WG, "%s at %d shapes (H100)" % (span(x), len(x)), \
         verdict(v >= 1.3 for v in x)
 
 
@@ -370,15 +370,15 @@ def compute_bound(c):
 
 def t_fp8_b_peak(runs):
     x = [e["tflop_per_s"] for c, (_, e) in
-         shapes_of(runs, FP8_B, "e4m3").items() if compute_bound(c)]
-    return FP8_B, "%s TFLOP/s at %d shapes (H100)" % (
+         shapes_of(runs, FP8_WG, "e4m3").items() if compute_bound(c)]
+    return FP8_WG, "%s TFLOP/s at %d shapes (H100)" % (
         span(x, "%.0f", ""), len(x)), verdict(v >= 1100 for v in x)
 
 
 def t_fp8_b_speed(runs):
     x = [b["us"] / e["us"] for c, (b, e) in
-         shapes_of(runs, FP8_B, "e4m3").items() if " rows=65" not in c]
-    return FP8_B, "%s at %d shapes (H100)" % (span(x), len(x)), \
+         shapes_of(runs, FP8_WG, "e4m3").items() if " rows=65" not in c]
+    return FP8_WG, "%s at %d shapes (H100)" % (span(x), len(x)), \
         verdict(v >= 1.6 for v in x)
 
 
@@ -406,15 +406,15 @@ def t_fp8_pt_triton(runs):
 def t_fp8_page1(runs):
     x = []
     for math in ("bf16", "e4m3"):
-        p64 = shapes_of(runs, FP8_BASE, math)
-        for c, (b1, e1) in shapes_of(runs, FP8_BASE, math, 1).items():
+        p64 = shapes_of(runs, FP8_WG, math)
+        for c, (b1, e1) in shapes_of(runs, FP8_WG, math, 1).items():
             if c not in p64:
                 continue
             b64, e64 = p64[c]
             x.append(e1["us"] / e64["us"])
             if math == "bf16":  # the bf16 cache's row, once a shape
                 x.append(b1["us"] / b64["us"])
-    return FP8_BASE, "%s at %d rows (H100)" % (span(x), len(x)), \
+    return FP8_WG, "%s at %d rows (H100)" % (span(x), len(x)), \
         verdict(v <= 1.05 for v in x)
 
 
