@@ -61,11 +61,14 @@ p8_token(int k)
  * WG1's share of a tile (128 threads): thread wtid copies the 16 tokens
  * of P's K positions 16 G .. 16 G + 15 (G = wtid % 4), their 16-byte
  * piece c = x + 4 ((wtid / 16) % 2) + 8 (wtid / 32) of V's 32 (x =
- * (wtid / 4) % 4), and two of the 4 k_pe pieces of token wtid / 2; and
- * it writes those pieces' V^T, 16 rows of a whole 16-byte piece each.
+ * (wtid / 4) % 4), and two of the 4 k_pe pieces of token wtid / 2.
  * A warp's copies of one token are 128 contiguous bytes; its 32 pieces
  * of one j fall on 8 distinct 16-byte bank groups, four each (the
- * minimum for 512 bytes).
+ * minimum for 512 bytes).  A cp.async's shared-memory wavefronts follow
+ * the 128-byte lines it reads, though: a row is 576 bytes (4.5 lines),
+ * so an odd token's 128 bytes are two half lines, and an odd j's copy
+ * takes 8 wavefronts where an even j's takes 4 (the k_pe copies, a line
+ * a token, 16).
  *
  * Its j-th token, p8_token(16 G + j), is kv8b_tt(wtid) + kv8b_cj(j), the
  * thread's bits and j's apart, so that each address of a piece is a base
