@@ -14,7 +14,8 @@
  *    in five 128-byte-swizzled column blocks (kdt_attn_wg8_tile); the
  *    row's logits are then multiplied by max |q| / 448 (q_unscale).
  *  - K: a tile's e4m3 bytes go into its stage as they are (cp.async, the
- *    same five-block layout): S = Q K^T is 18 k32 steps.
+ *    same five-block layout; a tile within one page copied as whole
+ *    128-byte lines, kv8l_load_tile): S = Q K^T is 18 k32 steps.
  *  - V: P V's K dimension is the tokens, and a shared-memory operand
  *    must be K-major, so each warpgroup computes O^T = V^T P^T instead,
  *    with V^T as the A operand from registers: each thread gathers its
@@ -58,17 +59,19 @@ p8_token(int k)
 }
 
 /*
- * WG1's share of a tile (128 threads): thread wtid copies the 16 tokens
- * of P's K positions 16 G .. 16 G + 15 (G = wtid % 4), their 16-byte
- * piece c = x + 4 ((wtid / 16) % 2) + 8 (wtid / 32) of V's 32 (x =
- * (wtid / 4) % 4), and two of the 4 k_pe pieces of token wtid / 2.
- * A warp's copies of one token are 128 contiguous bytes; its 32 pieces
- * of one j fall on 8 distinct 16-byte bank groups, four each (the
- * minimum for 512 bytes).  A cp.async's shared-memory wavefronts follow
- * the 128-byte lines it reads, though: a row is 576 bytes (4.5 lines),
- * so an odd token's 128 bytes are two half lines, and an odd j's copy
- * takes 8 wavefronts where an even j's takes 4 (the k_pe copies, a line
- * a token, 16).
+ * WG1's share of a tile in pages smaller than a tile (128 threads;
+ * within one page, kv8l_load_tile's lines instead): thread wtid copies
+ * the 16 tokens of P's K positions 16 G .. 16 G + 15 (G = wtid % 4),
+ * their 16-byte piece c = x + 4 ((wtid / 16) % 2) + 8 (wtid / 32) of V's
+ * 32 (x = (wtid / 4) % 4), and two of the 4 k_pe pieces of token
+ * wtid / 2.  A warp's copies of one token are 128 contiguous bytes; its
+ * 32 pieces of one j fall on 8 distinct 16-byte bank groups, four each
+ * (the minimum for 512 bytes).  A cp.async's shared-memory wavefronts
+ * follow the 128-byte lines it reads, though: a row is 576 bytes (4.5
+ * lines), so a token in an odd row has its 128 bytes in two half lines,
+ * and such a copy takes 8 wavefronts where the others take 4 (the k_pe
+ * copies, a line a token, 16).  Each row is its own here, so there is no
+ * choosing whole lines.
  *
  * Its j-th token, p8_token(16 G + j), is kv8b_tt(wtid) + kv8b_cj(j), the
  * thread's bits and j's apart, so that each address of a piece is a base
@@ -246,6 +249,73 @@ kv8b_where_staged(int (&where)[KV8B_PAGES], const int *slot, int wtid)
     where[KV8B_TOKENS] = slot[kv8b_rix(wtid >> 1)];
 }
 
+/*
+ * A tile within one page is 64 rows of 576 bytes, back to back: 288
+ * whole 128-byte lines, nine to a pair of tokens.  Line 9 m + k of the
+ * tile holds token 2 m's pieces 8 k .. 8 k + 7 (k < 4); its pieces 32 ..
+ * 35 and token 2 m + 1's 0 .. 3 (k = 4); token 2 m + 1's 8 k - 36 .. + 7
+ * (k > 4).  Copied line by line, each cp.async of a warp reads four whole
+ * lines: 4 shared-memory wavefronts where a token's 128-byte run that
+ * straddles two lines (every odd token's) takes 8.  Thread (warp w,
+ * lane 8 y + x) copies piece x of line k (k = 0 .. 8) of the pairs
+ * m = 8 w + y + 4 g (g = 0, 1): 18 copies, each a base of the thread plus
+ * a constant of k and g (g adds 8 tokens, which the swizzle's XOR leaves
+ * alone).  Its place in the stage: sw_piece of the token and piece, which
+ * for line k of pair m is
+ *   k < 4: token 2 m, piece 8 k + x;
+ *   k = 4: token 2 m, piece 32 + x (x < 4), or token 2 m + 1, piece
+ *          x - 4;
+ *   k > 4: token 2 m + 1, piece 8 k - 36 + x (block k - 5 + x / 4).
+ */
+struct kv8l_bases {
+    uint32_t even, mid, odd; /* line 0 of pair 8 w + y: k < 4, 4, > 4 */
+    int te;                  /* token 2 (8 w + y), the pair's first */
+};
+
+static __device__ __forceinline__ kv8l_bases
+kv8l_bases_of(uint32_t dst, int wtid)
+{
+    const int w = wtid >> 5, y = (wtid >> 3) & 3, x = wtid & 7;
+    const int te = 16 * w + 2 * y;
+    kv8l_bases b;
+    b.te = te;
+    b.even = dst + sw_piece(BN, te, x);
+    b.mid = dst + (x < 4 ? sw_piece(BN, te, 32 + x)
+                         : sw_piece(BN, te + 1, x - 4));
+    b.odd = dst + sw_piece(BN, te + 1, 4 + x);
+    return b;
+}
+
+static_assert(BN == 64 && D_QK == 576 && KDT_ATTN_WG8_KBLK == 5,
+              "nine lines a pair of tokens, 32 pairs a tile");
+
+/* Phase 2a, MATH = e4m3, a tile within one page: the thread's 18 pieces
+ * of its lines (above) from the tile's first byte `tile`; tokens at or
+ * past `room` zero-filled. */
+static __device__ __forceinline__ void
+kv8l_load_tile(uint32_t dst, const uint8_t *__restrict__ tile, int room,
+               int wtid)
+{
+    const kv8l_bases b = kv8l_bases_of(dst, wtid);
+    const int x = wtid & 7;
+    const uint8_t *src = tile + 1152 * (b.te / 2) + 16 * x;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+        const int te = b.te + 8 * g;
+        const int ne = te < room ? 16 : 0, no = te + 1 < room ? 16 : 0;
+        const uint8_t *s = src + 4 * 1152 * g;
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            kdt_cp_async16(b.even + 8 * 128 * g + k * (BN * 128),
+                           s + 128 * k, ne);
+        kdt_cp_async16(b.mid + 8 * 128 * g, s + 128 * 4, x < 4 ? ne : no);
+#pragma unroll
+        for (int k = 5; k < 9; ++k)
+            kdt_cp_async16(b.odd + 8 * 128 * g + (k - 5) * (BN * 128),
+                           s + 128 * k, no);
+    }
+}
+
 /* Phase 2a, MATH = e4m3: this thread's pieces of tile t into the stage at
  * `dst` (its K tile: the cache's bytes, 128-byte-swizzled blocks), its
  * tokens at `where`; tokens past the end zero-filled (their logits are
@@ -254,40 +324,32 @@ static __device__ __forceinline__ void
 kv8b_load_tile(uint32_t dst, const int (&where)[KV8B_PAGES], int t,
                int total, const uint8_t *__restrict__ kv, int wtid)
 {
+    /* Within one page a token past the end is still in the tile's page,
+     * so its address is in the cache and only the size says "none". */
+    if constexpr (KV8B_ONE_PAGE) {
+        kv8l_load_tile(dst,
+                       kv + ((int64_t)where[0] * PAGE + (t * BN) % PAGE)
+                           * D_QK,
+                       total - t * BN, wtid);
+        return;
+    }
+    /* Elsewhere a token's row is its own, row 0 past the end. */
     const int c = kv8b_piece(wtid), tt = kv8b_tt(wtid);
     uint32_t d[4];
     kv8b_bases(d, dst, wtid);
-    /* Within one page a token past the end is still in the tile's page,
-     * so its address is in the cache and only the size says "none": one
-     * base, and j's offsets as immediates.  Elsewhere a token's row is
-     * its own, row 0 past the end. */
     const int room = total - t * BN - tt; /* j is past it: cj(j) >= room */
-    if constexpr (KV8B_ONE_PAGE) {
-        const uint8_t *tile = kv
-            + ((int64_t)where[0] * PAGE + (t * BN) % PAGE + tt) * D_QK
-            + 16 * c;
+    const uint8_t *piece = kv + 16 * c;
 #pragma unroll
-        for (int j = 0; j < KV8B_TOKENS; ++j)
-            kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
-                           tile + kv8b_cj(j) * D_QK,
-                           kv8b_cj(j) < room ? 16 : 0);
-    } else {
-        const uint8_t *piece = kv + 16 * c;
-#pragma unroll
-        for (int j = 0; j < KV8B_TOKENS; ++j)
-            kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
-                           piece + (int64_t)where[j] * D_QK,
-                           kv8b_cj(j) < room ? 16 : 0);
-    }
+    for (int j = 0; j < KV8B_TOKENS; ++j)
+        kdt_cp_async16(d[kv8b_jx(j)] + 128 * kv8b_cj(j),
+                       piece + (int64_t)where[j] * D_QK,
+                       kv8b_cj(j) < room ? 16 : 0);
     /* k_pe: pieces V8_PIECES + 2 (wtid % 2) + u of token kt (their
      * swizzled places a bit 4 apart) */
     const int kt = wtid >> 1;
     const bool ok = kt < total - t * BN;
     const int cc = V8_PIECES + 2 * (wtid & 1);
-    const uint8_t *src = KV8B_ONE_PAGE
-        ? kv + ((int64_t)where[0] * PAGE + (t * BN + kt) % PAGE) * D_QK
-            + 16 * cc
-        : kv + (int64_t)where[KV8B_TOKENS] * D_QK + 16 * cc;
+    const uint8_t *src = kv + (int64_t)where[KV8B_TOKENS] * D_QK + 16 * cc;
     const uint32_t sw = sw_piece(BN, kt, cc);
 #pragma unroll
     for (int u = 0; u < 2; ++u)
