@@ -267,25 +267,6 @@ kv8b_where_staged(int (&where)[KV8B_PAGES], const int *slot, int wtid)
  *          x - 4;
  *   k > 4: token 2 m + 1, piece 8 k - 36 + x (block k - 5 + x / 4).
  */
-struct kv8l_bases {
-    uint32_t even, mid, odd; /* line 0 of pair 8 w + y: k < 4, 4, > 4 */
-    int te;                  /* token 2 (8 w + y), the pair's first */
-};
-
-static __device__ __forceinline__ kv8l_bases
-kv8l_bases_of(uint32_t dst, int wtid)
-{
-    const int w = wtid >> 5, y = (wtid >> 3) & 3, x = wtid & 7;
-    const int te = 16 * w + 2 * y;
-    kv8l_bases b;
-    b.te = te;
-    b.even = dst + sw_piece(BN, te, x);
-    b.mid = dst + (x < 4 ? sw_piece(BN, te, 32 + x)
-                         : sw_piece(BN, te + 1, x - 4));
-    b.odd = dst + sw_piece(BN, te + 1, 4 + x);
-    return b;
-}
-
 static_assert(BN == 64 && D_QK == 576 && KDT_ATTN_WG8_KBLK == 5,
               "nine lines a pair of tokens, 32 pairs a tile");
 
@@ -296,22 +277,28 @@ static __device__ __forceinline__ void
 kv8l_load_tile(uint32_t dst, const uint8_t *__restrict__ tile, int room,
                int wtid)
 {
-    const kv8l_bases b = kv8l_bases_of(dst, wtid);
-    const int x = wtid & 7;
-    const uint8_t *src = tile + 1152 * (b.te / 2) + 16 * x;
+    /* line 0 of pair 8 w + y (its first token te) in the stage: the
+     * bases of lines k < 4, k = 4 and k > 4 */
+    const int w = wtid >> 5, y = (wtid >> 3) & 3, x = wtid & 7;
+    const int te0 = 16 * w + 2 * y;
+    const uint32_t even = dst + sw_piece(BN, te0, x);
+    const uint32_t mid = dst + (x < 4 ? sw_piece(BN, te0, 32 + x)
+                                      : sw_piece(BN, te0 + 1, x - 4));
+    const uint32_t odd = dst + sw_piece(BN, te0 + 1, 4 + x);
+    const uint8_t *src = tile + 1152 * (te0 / 2) + 16 * x;
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
-        const int te = b.te + 8 * g;
+        const int te = te0 + 8 * g;
         const int ne = te < room ? 16 : 0, no = te + 1 < room ? 16 : 0;
         const uint8_t *s = src + 4 * 1152 * g;
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-            kdt_cp_async16(b.even + 8 * 128 * g + k * (BN * 128),
+            kdt_cp_async16(even + 8 * 128 * g + k * (BN * 128),
                            s + 128 * k, ne);
-        kdt_cp_async16(b.mid + 8 * 128 * g, s + 128 * 4, x < 4 ? ne : no);
+        kdt_cp_async16(mid + 8 * 128 * g, s + 128 * 4, x < 4 ? ne : no);
 #pragma unroll
         for (int k = 5; k < 9; ++k)
-            kdt_cp_async16(b.odd + 8 * 128 * g + (k - 5) * (BN * 128),
+            kdt_cp_async16(odd + 8 * 128 * g + (k - 5) * (BN * 128),
                            s + 128 * k, no);
     }
 }
