@@ -16,6 +16,9 @@
  *   ./h8 bench R PAST SPLITS [SPLITS ...]                 median us, TFLOP/s
  *   ./h8 fit                         clusters of 2..8 the device runs at once
  *
+ * (tools/dev/va_phases.cu includes this file to time the wgmma body's KV
+ * loop point by point after `bench`.)
+ *
  * SPLITS 0 means "what the library would pick" (the rules of
  * src/kernels/verify_attn_splits.h); a negative SPLITS, -SPLITS ways as
  * one cluster a row tile (the wgmma body's in-cluster merge).
@@ -55,10 +58,16 @@
 #include "ref/verify_attn.h"
 #include "src/kernels/verify_attn_splits.h"
 
-/* Bytes of a cached element.  The harness reads an e4m3 cache in bf16
- * arithmetic only: MATH=e4m3's bound is gpu_verify_attn's. */
+/* Bytes of a cached element.  `check` takes bf16 arithmetic only
+ * (MATH=e4m3's bound is gpu_verify_attn's); `bench` either. */
 constexpr int KV_BYTES = KV_E4M3 ? 1 : 2;
-static_assert(!MATH_E4M3, "the harness checks MATH=bf16 only");
+/* a block's threads: the wgmma body's producer warpgroup (an e4m3 cache
+ * in bf16 arithmetic) makes 384 */
+#if KDT_ATTN_WGMMA
+constexpr int LAUNCH_THREADS = NLAUNCH;
+#else
+constexpr int LAUNCH_THREADS = NTHREADS;
+#endif
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, \
@@ -162,7 +171,7 @@ cluster_config(cudaLaunchAttribute *at, dim3 grid, int n, cudaStream_t st)
     at->val.clusterDim.y = n;
     at->val.clusterDim.z = 1;
     cfg.gridDim = grid;
-    cfg.blockDim = dim3(NTHREADS);
+    cfg.blockDim = dim3(LAUNCH_THREADS);
     cfg.dynamicSmemBytes = SMEM_BYTES;
     cfg.stream = st;
     cfg.attrs = at;
@@ -339,14 +348,14 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
     }
     if (cubin_fn) {
         void *args[1] = {&p};
-        if (cubin_launch(cubin_fn, grid.x, grid.y, grid.z, NTHREADS, 1, 1,
+        if (cubin_launch(cubin_fn, grid.x, grid.y, grid.z, LAUNCH_THREADS, 1, 1,
                          SMEM_BYTES, (CUstream)st, args, nullptr) !=
             CUDA_SUCCESS) {
             fprintf(stderr, "H_CUBIN: cuLaunchKernel failed\n");
             exit(2);
         }
     } else
-        kdt_verify_attn<<<grid, NTHREADS, SMEM_BYTES, st>>>(p);
+        kdt_verify_attn<<<grid, LAUNCH_THREADS, SMEM_BYTES, st>>>(p);
     if (splits > 1) {
         kdt_verify_attn_merge<<<dim3(ROWS, P.R), KDT_ATTN_MERGE_THREADS, 0,
                                 st>>>(p);
@@ -356,6 +365,11 @@ launch(const Dev &D, const Problem &P, int splits, int copy, float scale,
 static int
 check(int argc, char **argv)
 {
+    if (MATH_E4M3) {
+        fprintf(stderr, "check: MATH=e4m3's bound is gpu_verify_attn's "
+                        "(bench only)\n");
+        return 2;
+    }
     int splits = atoi(argv[2]);
     float scale = (float)atof(argv[3]);
     uint64_t seed = strtoull(argv[4], 0, 10);
@@ -456,6 +470,8 @@ bench(int argc, char **argv)
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     double flops = (double)R * N_MAX * H * past * 2176.0;
+    /* the H100 and H200's dense peak, TFLOP/s, in the arithmetic's form */
+    const double peak = MATH_E4M3 ? 1979.0 : 989.0;
     const float scale = knobs.scale;
     for (int i = 4; i < argc; ++i) {
         int splits = atoi(argv[i]);
@@ -481,14 +497,17 @@ bench(int argc, char **argv)
         CK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         double us = ts[ts.size() / 2];
-        printf("bench %s BM=%d H=%d PAGE=%d N_MAX=%d KV=%s R=%d past=%d "
-               "splits=%d grid=%dx%dx%d: %.1f us  %.1f TFLOP/s  %.1f%% of "
-               "989\n",
-               KNAME, BM, H, PAGE, N_MAX, KV_E4M3 ? "e4m3" : "bf16", R, past,
-               splits,
+        printf("bench %s BM=%d H=%d PAGE=%d N_MAX=%d KV=%s MATH=%s R=%d "
+               "past=%d splits=%d grid=%dx%dx%d: %.1f us  %.1f TFLOP/s  "
+               "%.1f%% of %.0f\n",
+               KNAME, BM, H, PAGE, N_MAX, KV_E4M3 ? "e4m3" : "bf16",
+               MATH_E4M3 ? "e4m3" : "bf16", R, past, splits,
                (ROWS + BM - 1) / BM, splits, R, us, flops / us * 1e-6,
-               flops / us * 1e-6 / 9.89);
+               flops / us * 1e-4 / peak, peak);
         fflush(stdout);
+#ifdef KDT_HARNESS_AFTER_BENCH
+        KDT_HARNESS_AFTER_BENCH(D, P, splits, scale, st);
+#endif
     }
     return 0;
 }

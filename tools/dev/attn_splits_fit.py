@@ -23,7 +23,8 @@ BM, BN = (64, 64) if wg else (64, 32)
 
 cases = {}
 for line in open(sys.argv[1]):
-    m = re.search(r"bench \S+ BM=\d+ H=(\d+) PAGE=\d+ N_MAX=(\d+) R=(\d+) "
+    m = re.search(r"bench \S+ BM=\d+ H=(\d+) PAGE=\d+ N_MAX=(\d+) "
+                  r"(?:KV=\S+ )?(?:MATH=\S+ )?R=(\d+) "
                   r"past=(\d+) splits=(\d+) .*: ([\d.]+) us", line)
     if m:
         h, n, r, past, s = map(int, m.groups()[:5])
