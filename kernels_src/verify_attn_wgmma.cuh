@@ -701,6 +701,13 @@ regs_copy(float (&dst)[N], const float (&src)[N])
         dst[i] = src[i];
 }
 
+/* A timing point of the KV loops: warpgroup wg, tile it (from 0), point
+ * i.  Empty in the library; tools/dev/va_phases.cu records clock64()
+ * there. */
+#ifndef KDT_VA_PHASE
+#define KDT_VA_PHASE(wg, it, i) ((void)0)
+#endif
+
 /* Phase 2, WG0's side of the KV loop.  Per tile t: S = Q K^T once WG1
  * has published the tile (BAR_KFULL; tile t0 landed in phase 1), a tail
  * tile's mask, the online softmax of rows r0 and r0 + 8 (their rescale
@@ -763,8 +770,10 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         vt8_bases(vb, smem + K_OFF, 0, 32 * wwarp + lane);
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1;
+        KDT_VA_PHASE(0, it, 0);
         if (it > 0)
             bar_sync(BAR_KFULL + st);
+        KDT_VA_PHASE(0, it, 1);
         wg_fence();
         if constexpr (MATH_E4M3)
             qk8_issue(s, dq, desc_add(dk0, st * TILE_BYTES));
@@ -773,11 +782,13 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         wg_commit();
         wg_wait<0>();
         pin(s);
+        KDT_VA_PHASE(0, it, 2);
 
         /* P goes straight to shared memory: wait until WG1's PV of the
          * last tile is done with it (long since, usually) */
         if (it > 0)
             bar_sync(BAR_PEMPTY);
+        KDT_VA_PHASE(0, it, 3);
         const bool tail = (t + 1) * BN > past;
         if (tail) { /* this tile's word, then the next one's down */
             mask_tail(s, tail_bits[0], row_scale);
@@ -793,6 +804,7 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         }
         if constexpr (MATH_E4M3)
             bar_sync_wg(BAR_ALPHA); /* O^T's columns are every row */
+        KDT_VA_PHASE(0, it, 4);
         const float x_scale[2] = {tail ? 1.f : row_scale[0],
                                   tail ? 1.f : row_scale[1]};
         uint32_t a8[2][4][4]; /* MATH = e4m3: each half's V^T fragments */
@@ -811,11 +823,13 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
             else
                 pv_issue(o, alpha[0], alpha[1], dp, dv0,
                          st * TILE_BYTES + vcol, half);
+            KDT_VA_PHASE(0, it, 5 + half);
         }
         if constexpr (MATH_E4M3)
             pv8_finish<true>(o, l4);
         else
             pv_finish(o);
+        KDT_VA_PHASE(0, it, 7);
         kempty_arrive(st);
     }
     if (t1 > t0)
@@ -852,9 +866,11 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
         const uint32_t next = sk + nb * TILE_BYTES;
+        KDT_VA_PHASE(1, it, 0);
         /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
         if (it > 0)
             bar_sync(BAR_KEMPTY + nb);
+        KDT_VA_PHASE(1, it, 1);
         if (t + 1 < t1) {
             if constexpr (!KV8B_ONE_PAGE)
                 kv8b_where_staged(where, rows + nb * KDT_ATTN_WG8_ROWS_LD,
@@ -870,8 +886,10 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
             kv8b_stage(rows + st * KDT_ATTN_WG8_ROWS_LD, entry, t + 2, wtid);
             entry = kv8b_entry(wtid, t + 3, total, bt);
         }
+        KDT_VA_PHASE(1, it, 2);
 
         bar_sync(BAR_PFULL);
+        KDT_VA_PHASE(1, it, 3);
         uint32_t a8[2][4][4]; /* each half's V^T fragments */
         pv8_issue<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
                          st * TILE_BYTES, wtid & 3, 0, a8[0]);
@@ -880,10 +898,14 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
             proxy_fence();
             bar_arrive(BAR_KFULL + nb);
         }
+        KDT_VA_PHASE(1, it, 4);
         bar_sync(BAR_PFULL + 1);
+        KDT_VA_PHASE(1, it, 5);
         pv8_issue<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
                          st * TILE_BYTES, wtid & 3, 1, a8[1]);
+        KDT_VA_PHASE(1, it, 6);
         pv8_finish<false>(o, no_rowsum);
+        KDT_VA_PHASE(1, it, 7);
         bar_arrive(BAR_PEMPTY);
     }
     if (t1 > t0)
@@ -924,17 +946,21 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
         kv_rows(rows, wtid, t0 + 1, total, bt);
     for (int t = t0; t < t1; ++t) {
         const int it = t - t0, st = it & 1, nb = st ^ 1;
+        KDT_VA_PHASE(1, it, 0);
         if (!PRODUCER) {
             /* tile t+1 goes where tile t-1 was: WG0 must be done with it */
             if (it > 0)
                 kempty_sync(nb);
+            KDT_VA_PHASE(1, it, 1);
             if (t + 1 < t1)
                 load_kv_tile(sk + nb * TILE_BYTES, wtid, rows, kv);
             kdt_cp_async_commit();
             kv_rows(rows, wtid, t + 2, total, bt);
         }
+        KDT_VA_PHASE(1, it, 2);
 
         bar_sync(BAR_PFULL);
+        KDT_VA_PHASE(1, it, 3);
         pv_issue(o, alpha_s[r0], alpha_s[r0 + 8], dp, dv0,
                  st * TILE_BYTES + vcol, 0);
         /* tile t+1 is published while this PV runs, so WG0's S of it
@@ -944,9 +970,13 @@ wg1_load_pv_loop(float (&o_io)[128], const va_block &b,
             proxy_fence();
             bar_arrive(BAR_KFULL + nb);
         }
+        KDT_VA_PHASE(1, it, 4);
         bar_sync(BAR_PFULL + 1);
+        KDT_VA_PHASE(1, it, 5);
         pv_issue(o, 1.f, 1.f, dp, dv0, st * TILE_BYTES + vcol, 1);
+        KDT_VA_PHASE(1, it, 6);
         pv_finish(o);
+        KDT_VA_PHASE(1, it, 7);
         bar_arrive(BAR_PEMPTY);
         if (PRODUCER)
             kempty_arrive(st); /* with WG0's, to the producer */
