@@ -1,0 +1,159 @@
+/* fp8_acc.cu: how many bits the tensor cores' f32 accumulator keeps,
+ * for each instruction verify_attn uses (wgmma and mma.sync, e4m3 and
+ * bf16).  Every element of A and B is the same value x, so every product
+ * is x^2 and the operands' layouts do not matter.
+ *
+ *   carry:    A = B = 0, C = 1 + 2^-k: D = C exactly when the
+ *             instruction passes the accumulator through in f32; prints
+ *             the largest k kept (f32 keeps k = 23).
+ *   products: C = 1, x = 2^-j: D = 1 + K x^2 (K products of the
+ *             instruction's k), exactly in f32 down to 2^-23; prints what
+ *             each instruction adds, against K x^2.
+ *
+ * Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a
+ *        -I kernels_src tools/dev/fp8_acc.cu -o fp8_acc
+ * (sm_90a: wgmma; mma.sync m16n8k32 e4m3 there is what ptxas builds for
+ * a part without the FP8 mma.sync instruction.) */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cuda_runtime.h>
+#include "kdt_mma.cuh"
+#include "dev_cuda.h"
+
+enum { WG_E4M3, WG_BF16, MMA_E4M3, MMA_BF16, NKIND };
+static const char *const kind_name[NKIND] = {
+    "wgmma m64n8k32 e4m3", "wgmma m64n8k16 bf16", "mma.sync m16n8k32 e4m3",
+    "mma.sync m16n8k16 bf16"};
+static const int kind_k[NKIND] = {32, 16, 32, 16};
+
+/* No-swizzle descriptor of an 8 x 32-byte K-major B: two 8 x 16-byte core
+ * matrices 128 bytes apart (leading), one group of eight rows (stride). */
+static __device__ uint64_t
+plain_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16)
+           | ((uint64_t)(256 >> 4) << 32);
+}
+
+/* d[0] of thread 0 into out[0]; the largest |d - d of thread 0| over
+ * every element of every thread into out[1] (all must be equal). */
+template <int KIND>
+__global__ void __launch_bounds__(128)
+probe(float c, uint32_t word, float *out)
+{
+    __shared__ __align__(1024) uint32_t b_tile[256];
+    for (int i = threadIdx.x; i < 256; i += 128)
+        b_tile[i] = word;
+    __syncthreads();
+    float d[4] = {c, c, c, c};
+    const uint32_t a[4] = {word, word, word, word};
+    if (KIND == WG_E4M3 || KIND == WG_BF16) {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        const uint32_t addr = (uint32_t)__cvta_generic_to_shared(b_tile);
+        const uint64_t desc = plain_desc(addr);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        if (KIND == WG_E4M3)
+            asm volatile(
+                "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+                "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+        else
+            asm volatile(
+                "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+                "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    } else if (KIND == MMA_E4M3) {
+        kdt_mma_e4m3(d, a, word, word);
+    } else {
+        kdt_mma_bf16(d, a, word, word);
+    }
+    __shared__ float d0;
+    if (threadIdx.x == 0)
+        d0 = d[0];
+    __syncthreads();
+    float dev = 0.f;
+    for (int i = 0; i < 4; ++i)
+        dev = fmaxf(dev, fabsf(d[i] - d0));
+    for (int o = 16; o > 0; o >>= 1)
+        dev = fmaxf(dev, __shfl_xor_sync(0xffffffffu, dev, o));
+    if (threadIdx.x == 0)
+        out[0] = d0;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        atomicMax((int *)&out[1], __float_as_int(dev)); /* dev >= 0 */
+}
+
+static float *g_out;
+
+static float
+run(int kind, float c, uint32_t word, float *dev)
+{
+    float h[2];
+    CK(cudaMemset(g_out, 0, 8));
+    switch (kind) {
+    case WG_E4M3: probe<WG_E4M3><<<1, 128>>>(c, word, g_out); break;
+    case WG_BF16: probe<WG_BF16><<<1, 128>>>(c, word, g_out); break;
+    case MMA_E4M3: probe<MMA_E4M3><<<1, 128>>>(c, word, g_out); break;
+    default: probe<MMA_BF16><<<1, 128>>>(c, word, g_out); break;
+    }
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(h, g_out, 8, cudaMemcpyDeviceToHost));
+    *dev = fmaxf(*dev, h[1]);
+    return h[0];
+}
+
+/* x = 2^-j as the operand word (four e4m3 bytes or two bf16) */
+static uint32_t
+pow2_word(int kind, int j)
+{
+    if (kind == WG_E4M3 || kind == MMA_E4M3) {
+        /* e4m3: bias 7, normal down to 2^-6, subnormals 2^-7 .. 2^-9 */
+        const uint32_t b = j <= 6 ? (uint32_t)(7 - j) << 3 : 1u << (9 - j);
+        return b * 0x01010101u;
+    }
+    return ((uint32_t)(127 - j) << 7) * 0x00010001u;
+}
+
+int
+main()
+{
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    CK(cudaMalloc(&g_out, 8));
+    for (int kind = 0; kind < NKIND; ++kind) {
+        float dev = 0.f;
+        int kept = 0;
+        for (int k = 1; k <= 23; ++k) {
+            const float c = 1.f + ldexpf(1.f, -k);
+            if (run(kind, c, 0u, &dev) == c)
+                kept = k;
+            else
+                break;
+        }
+        printf("%-24s carry: C = 1 + 2^-k passes through for k <= %d", kind_name[kind], kept);
+        /* the same below: which bits of C = 1 + 2^-14 + ... survive */
+        const float c = 1.f + ldexpf(1.f, -12) + ldexpf(1.f, -14)
+                        + ldexpf(1.f, -20) + ldexpf(1.f, -23);
+        const float d = run(kind, c, 0u, &dev);
+        printf(" (C = 1 + 2^-12 + 2^-14 + 2^-20 + 2^-23 gives 1 + %.9g"
+               " 2^-12)\n", (d - 1.f) * 4096.f);
+        for (int j = 3; j <= 9; ++j) {
+            const double want = kind_k[kind] * ldexp(1.0, -2 * j);
+            const float got = run(kind, 1.f, pow2_word(kind, j), &dev) - 1.f;
+            printf("%-24s products: C = 1, x = 2^-%d: adds %.9g, K x^2 = %.9g%s\n",
+                   kind_name[kind], j, got, want,
+                   (double)got == want ? "" : "  (differs)");
+        }
+        printf("%-24s every element of every thread alike: %s\n",
+               kind_name[kind], dev == 0.f ? "yes" : "NO");
+    }
+    return 0;
+}
