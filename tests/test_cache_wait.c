@@ -163,6 +163,50 @@ START_TEST(test_gone_holder_taken_over)
 }
 END_TEST
 
+/* A waiter's process: its stderr to `log`, the lock of `key`, then alone
+ * in `inside` (created exclusively, as only one compile may be) for
+ * hold_us.  Exits 1 without the lock, 2 when another was inside. */
+static void
+waiter(const char *log, const kdt_key *key, const char *inside,
+       useconds_t hold_us)
+{
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600), x;
+    kdt_cache_lock *l;
+
+    dup2(fd, 2);
+    l = ct_node_lock(key);
+    if (!l)
+        _exit(1);
+    x = open(inside, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (x < 0)
+        _exit(2);
+    usleep(hold_us);
+    close(x);
+    unlink(inside);
+    kdt_cache_lock_release(l);
+    _exit(0);
+}
+
+/* Waits for waiter i (`pid`), which must have had the lock alone, and
+ * returns what it logged (NUL-terminated; the caller frees it). */
+static char *
+waiter_said(pid_t pid, int i, const char *log)
+{
+    int status;
+    void *buf;
+    size_t n;
+
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "waiter %d: %s", i,
+                  WEXITSTATUS(status) == 1 ? "never had the lock"
+                                           : "had it with another");
+    ck_assert_int_eq(ct_read(log, &buf, &n), 0);
+    buf = realloc(buf, n + 1);
+    ((char *)buf)[n] = '\0';
+    return buf;
+}
+
 /* Four waiters, a holder that never lets go, a timeout of 2 s: one waiter
  * takes the compile over, the three others wait for it and then for each
  * other; never two at once, and every one gets the lock. */
@@ -180,40 +224,57 @@ START_TEST(test_one_takeover_at_timeout)
     for (i = 0; i < 4; i++) {
         snprintf(logs[i], sizeof logs[i], "%s/waiter-%d.log", ct_base, i);
         w[i] = fork();
-        if (w[i] == 0) {
-            int fd = open(logs[i], O_WRONLY | O_CREAT | O_TRUNC, 0600), x;
-            kdt_cache_lock *l;
-            dup2(fd, 2);
-            l = ct_node_lock(&key);
-            if (!l)
-                _exit(1);
-            /* Alone inside, as a compile would be. */
-            x = open(inside, O_WRONLY | O_CREAT | O_EXCL, 0600);
-            if (x < 0)
-                _exit(2);
-            usleep(100000);
-            close(x);
-            unlink(inside);
-            kdt_cache_lock_release(l);
-            _exit(0);
-        }
+        if (w[i] == 0)
+            waiter(logs[i], &key, inside, 100000);
     }
     for (i = 0; i < 4; i++) {
-        int status;
-        void *buf;
-        size_t n;
-        ck_assert_int_eq(waitpid(w[i], &status, 0), w[i]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "waiter %d: %s", i,
-                      WEXITSTATUS(status) == 1 ? "never had the lock"
-                                               : "had it with another");
-        ck_assert_int_eq(ct_read(logs[i], &buf, &n), 0);
-        buf = realloc(buf, n + 1);
-        ((char *)buf)[n] = '\0';
-        takeovers += ct_count_lines(buf, "took its compile over");
-        free(buf);
+        char *said = waiter_said(w[i], i, logs[i]);
+        takeovers += ct_count_lines(said, "took its compile over");
+        free(said);
     }
     ck_assert_int_eq(takeovers, 1);
+    ct_reap(hold);
+}
+END_TEST
+
+/* The waiter that removes a stuck holder's file can see a newcomer lock
+ * the new one first (KDTREE_CACHE_TEST_TAKEOVER_DELAY_US holds that window
+ * open, as a loaded machine may): the newcomer compiles alone, and the
+ * takeover is still said, once, by the waiter that made it. */
+START_TEST(test_takeover_newcomer_first)
+{
+    kdt_key key = kdt_key_of("newcomer", 8);
+    char inside[400], logs[2][400];
+    pid_t hold, w[2];
+    int i;
+
+    hold = ct_holder(&key, -1);
+    snprintf(inside, sizeof inside, "%s/inside", ct_base);
+    setenv("KDTREE_CACHE_LOCK_TIMEOUT", "1", 1);
+    ct_log_at("info");
+    for (i = 0; i < 2; i++) {
+        snprintf(logs[i], sizeof logs[i], "%s/newcomer-%d.log", ct_base, i);
+        /* the newcomer starts later, so its wait ends later: waiter 0
+         * takes over (at 1 s, then 1.5 s before it locks the new file),
+         * and the newcomer finds the new file unlocked and holds it 2 s */
+        if (i == 1)
+            usleep(600000);
+        w[i] = fork();
+        if (w[i] == 0) {
+            if (i == 0)
+                setenv("KDTREE_CACHE_TEST_TAKEOVER_DELAY_US", "1500000", 1);
+            waiter(logs[i], &key, inside, i == 1 ? 2000000 : 100000);
+        }
+    }
+    for (i = 0; i < 2; i++) {
+        char *said = waiter_said(w[i], i, logs[i]);
+        ck_assert_msg(ct_count_lines(said, "took its compile over") == 1 - i,
+                      "waiter %d said:\n%s", i, said);
+        ck_assert_msg(i == 1 || ct_count_lines(said, "another process locked "
+                                               "the new lock first") == 1,
+                      "waiter 0 said:\n%s", said);
+        free(said);
+    }
     ct_reap(hold);
 }
 END_TEST
@@ -378,6 +439,7 @@ suite(void)
     tcase_add_loop_test(tc, test_stopped_holder_taken_over, 0, 2);
     tcase_add_test(tc, test_gone_holder_taken_over);
     tcase_add_test(tc, test_one_takeover_at_timeout);
+    tcase_add_test(tc, test_takeover_newcomer_first);
     tcase_add_test(tc, test_timeout_zero);
     tcase_add_test(tc, test_timeout_warns_once);
     tcase_add_test(tc, test_one_lock_whatever_the_spelling);

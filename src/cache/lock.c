@@ -477,26 +477,38 @@ claim(kdt_cache_lock *l, int dir_fd, int fd, const char *name,
     return 1;
 }
 
+/* take_over's outcomes besides a locked fd */
+enum { TAKEN_BY_OTHER = -1, TAKEN_FOR_NEWCOMER = -2 };
+
 /* The takeover of a holder judged stopped, gone or too slow, whose file
  * `fd` the caller has open: under the takeover lock, if the name still leads
  * to that file, removes the name and creates and locks a new file there.
- * Returns the new locked fd, or -1 when someone else took it over first
- * (or the holder let go meanwhile): the caller then looks again. */
+ * Returns the new locked fd; TAKEN_FOR_NEWCOMER when the old holder's file
+ * was replaced but a newcomer locked the new one first (it compiles, which
+ * is as good); TAKEN_BY_OTHER when someone else took it over first (or the
+ * holder let go meanwhile).  The caller then looks again.  delay_us: a
+ * test's sleep between creating the new file and locking it. */
 static int
-take_over(int dir_fd, const char *name, int fd)
+take_over(int dir_fd, const char *name, int fd, unsigned long delay_us)
 {
-    int nfd = -1;
+    int nfd = TAKEN_BY_OTHER;
 
     if (takeover_lock(dir_fd, 0) != 0)
-        return -1;
+        return TAKEN_BY_OTHER;
     if (same_file(dir_fd, name, fd) && unlinkat(dir_fd, name, 0) == 0) {
         nfd = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
                                        | O_NOFOLLOW, 0600);
-        /* A newcomer may lock the new file before we do: then it is the
-         * one that compiles, which is as good. */
-        if (nfd >= 0 && flock(nfd, LOCK_EX | LOCK_NB) != 0) {
-            close(nfd);
-            nfd = -1;
+        if (nfd < 0) {
+            /* EEXIST: a newcomer created it first; else the loop's next
+             * open says what is wrong */
+            nfd = errno == EEXIST ? TAKEN_FOR_NEWCOMER : TAKEN_BY_OTHER;
+        } else {
+            if (delay_us)
+                usleep((useconds_t)delay_us);
+            if (flock(nfd, LOCK_EX | LOCK_NB) != 0) {
+                close(nfd);
+                nfd = TAKEN_FOR_NEWCOMER;
+            }
         }
     }
     takeover_unlock(dir_fd);
@@ -661,16 +673,27 @@ kdt_lock_node(kdt_cache_lock *l, const char *dir_id, const kdt_key *key,
         }
         r = wait_step(&w, fd, dir_id, what, timeout_s);
         if (r == WAIT_TAKE) {
-            int nfd = take_over(dir_fd, name, fd);
-            if (nfd >= 0) {
+            /* KDTREE_CACHE_TEST_TAKEOVER_DELAY_US: a test's sleep between
+             * creating the new lock file and locking it, where a newcomer
+             * may lock it first (read here, on the caller's thread, as the
+             * settings are, and only at a takeover) */
+            const char *d = getenv("KDTREE_CACHE_TEST_TAKEOVER_DELAY_US");
+            int nfd = take_over(dir_fd, name, fd,
+                                d ? strtoul(d, NULL, 10) : 0);
+            /* Said by the one that removed the holder's file, whoever
+             * locks the new one: a takeover is said exactly once. */
+            if (nfd >= 0 || nfd == TAKEN_FOR_NEWCOMER)
                 kdt_log(w.take_level < 0 ? warn_once(&warned_timeout)
-                                         : w.take_level, "%s", w.take_why);
+                                         : w.take_level, "%s%s", w.take_why,
+                        nfd >= 0 ? "" : "; another process locked the new "
+                                        "lock first and compiles it");
+            if (nfd >= 0) {
                 close(fd);
                 hold(l, dir_fd, nfd, name, dir_id, what);
                 free(dir);
                 return 1;
             }
-            /* Another waiter took it over: wait for that one. */
+            /* Another process holds it now: wait for that one. */
         }
         close(fd);
         if (r == WAIT_STOP)
