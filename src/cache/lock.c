@@ -53,6 +53,7 @@
 #include "cache/lock.h"
 #include "cache/notice.h"
 #include "cache/settings.h"
+#include "cache/testhook.h"
 
 /* "<32 hex>.lock" and its NUL. */
 #define LOCK_NAME_SIZE 48
@@ -487,7 +488,8 @@ enum { TAKEN_BY_OTHER = -1, TAKEN_FOR_NEWCOMER = -2 };
  * was replaced but a newcomer locked the new one first (it compiles, which
  * is as good); TAKEN_BY_OTHER when someone else took it over first (or the
  * holder let go meanwhile).  The caller then looks again.  delay_us: a
- * test's sleep between creating the new file and locking it. */
+ * test's sleep between creating the new file and locking it
+ * (KDTREE_CACHE_TEST_TAKEOVER_DELAY_US). */
 static int
 take_over(int dir_fd, const char *name, int fd, unsigned long delay_us)
 {
@@ -673,13 +675,8 @@ kdt_lock_node(kdt_cache_lock *l, const char *dir_id, const kdt_key *key,
         }
         r = wait_step(&w, fd, dir_id, what, timeout_s);
         if (r == WAIT_TAKE) {
-            /* KDTREE_CACHE_TEST_TAKEOVER_DELAY_US: a test's sleep between
-             * creating the new lock file and locking it, where a newcomer
-             * may lock it first (read here, on the caller's thread, as the
-             * settings are, and only at a takeover) */
-            const char *d = getenv("KDTREE_CACHE_TEST_TAKEOVER_DELAY_US");
             int nfd = take_over(dir_fd, name, fd,
-                                d ? strtoul(d, NULL, 10) : 0);
+                                kdt_cache_hooks_takeover_delay_us());
             /* Said by the one that removed the holder's file, whoever
              * locks the new one: a takeover is said exactly once. */
             if (nfd >= 0 || nfd == TAKEN_FOR_NEWCOMER)

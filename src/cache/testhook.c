@@ -1,5 +1,6 @@
 /*
- * cache/testhook.c: the test hooks of publishing (see cache/testhook.h).
+ * cache/testhook.c: the test hooks of publishing and of a lock's takeover
+ * (see cache/testhook.h).
  */
 #include "config.h"
 
@@ -71,4 +72,12 @@ kdt_cache_hooks_pause(const kdt_cache_hooks *h)
      * open the gate is slow, not hung. */
     for (int i = 0; h->gate && i < 30000 && access(h->gate, F_OK) != 0; i++)
         usleep(1000);
+}
+
+unsigned long
+kdt_cache_hooks_takeover_delay_us(void)
+{
+    const char *d = getenv("KDTREE_CACHE_TEST_TAKEOVER_DELAY_US");
+
+    return d ? strtoul(d, NULL, 10) : 0;
 }

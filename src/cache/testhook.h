@@ -1,9 +1,10 @@
 /*
- * cache/testhook.h: the test hooks of publishing, apart from everything
- * else.  They let a test land a kill or a fork in the middle of a publish,
- * or decide when an in-flight publish may finish, whatever the machine's
- * load, and make a publish fail the way a disk does.  The first two act
- * between writing the two halves of an entry's temp file:
+ * cache/testhook.h: the test hooks of publishing and of a lock's
+ * takeover, apart from everything else.  They let a test land a kill or a
+ * fork in the middle of a publish, or decide when an in-flight publish may
+ * finish, whatever the machine's load, and make a publish fail the way a
+ * disk does.  The first two act between writing the two halves of an
+ * entry's temp file:
  *
  *   KDTREE_CACHE_TEST_PUBLISH_DELAY_US  microseconds slept there
  *   KDTREE_CACHE_TEST_PUBLISH_GATE      a path: the publish waits there
@@ -16,9 +17,17 @@
  *                                       a full disk, a failing disk or a
  *                                       rename across mounts
  *
- * The environment is read by kdt_cache_hooks_read() on the thread that
- * stores (the publishing thread must never call getenv(), which races a
- * setenv() elsewhere); the hooks travel with the publish job.
+ * and one of taking a stuck compile over (cache/lock.c):
+ *
+ *   KDTREE_CACHE_TEST_TAKEOVER_DELAY_US microseconds a takeover sleeps
+ *                                       between creating the new lock file
+ *                                       and locking it, where a newcomer
+ *                                       may lock it first
+ *
+ * The publish hooks' environment is read by kdt_cache_hooks_read() on
+ * the thread that stores (the publishing thread must never call getenv(),
+ * which races a setenv() elsewhere); the hooks travel with the publish
+ * job.  The takeover's is read by the waiting thread itself.
  *
  * Layer 1 of the cache (see cache/cache.h): includes nothing of the cache.
  */
@@ -51,5 +60,8 @@ void kdt_cache_hooks_pause(const kdt_cache_hooks *h);
 /* 1 with errno set when the publish is to fail at `step` (h may be
  * NULL), else 0. */
 int kdt_cache_hooks_fail(const kdt_cache_hooks *h, int step);
+/* KDTREE_CACHE_TEST_TAKEOVER_DELAY_US (0 when unset), read on the thread
+ * that takes the lock over, as the settings are, at each takeover. */
+unsigned long kdt_cache_hooks_takeover_delay_us(void);
 
 #endif /* KDT_CACHE_TESTHOOK_H */
