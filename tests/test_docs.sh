@@ -42,6 +42,49 @@ then
     fail=1
 fi
 
+# --record joins the runs of one build on one GPU, and refuses another
+# GPU's run, writing nothing.
+one=$(ls "$src"/docs/bench/*.json | head -1)
+python3 - "$one" "$tmp" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+del d["record"]
+half = len(d["kernels"]) // 2
+a, b = dict(d), dict(d)
+a["kernels"], b["kernels"] = d["kernels"][:half], d["kernels"][half:]
+a["notes"], b["notes"] = ["first", "both"], ["both", "second"]
+other = dict(b, device="another GPU")
+for name, r in (("a", a), ("b", b), ("other", other)):
+    json.dump(r, open("%s/%s.json" % (sys.argv[2], name), "w"))
+PY
+rec="--commit 0123abc --date 2026-01-02 --command cmd --source src"
+# shellcheck disable=SC2086
+if ! python3 "$src/tools/dev/perf_tables.py" --record "$tmp/ab.json" $rec \
+    "$tmp/a.json" "$tmp/b.json" >"$tmp/out" 2>&1; then
+    echo "FAIL: perf_tables.py --record:" >&2
+    cat "$tmp/out" >&2
+    fail=1
+elif ! python3 - "$one" "$tmp/ab.json" <<'PY'
+import json, sys
+d, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert m["kernels"] == d["kernels"], "the rows are not the runs' in order"
+assert m["notes"] == ["first", "both", "second"], m["notes"]
+assert m["record"]["commit"] == "0123abc", m["record"]
+PY
+then
+    echo "FAIL: perf_tables.py --record joined the runs wrongly" >&2
+    fail=1
+fi
+# shellcheck disable=SC2086
+if python3 "$src/tools/dev/perf_tables.py" --record "$tmp/ao.json" $rec \
+    "$tmp/a.json" "$tmp/other.json" >"$tmp/out" 2>&1 ||
+    [ -e "$tmp/ao.json" ] || ! grep -q "device is 'another GPU'" "$tmp/out"
+then
+    echo "FAIL: perf_tables.py --record took another GPU's run:" >&2
+    cat "$tmp/out" >&2
+    fail=1
+fi
+
 # The documents themselves.
 python3 "$src/tests/doc_paths.py" "$src" "$build" || fail=1
 python3 "$src/tools/dev/perf_tables.py" --check "$src/docs/performance.md" ||

@@ -28,7 +28,20 @@ and is this script's output for NAME, never edited by hand:
 
 --write replaces every table with its output; --check exits 1 and shows
 the difference where a table is not its output (a new JSON file, a table
-edited by hand), which `make check` runs (tests/test_perf_tables.sh).
+edited by hand), which `make check` runs (tests/test_docs.sh).
+
+A run too long for one command (the FP8 bench: a command per selection
+of --only) gives several --json-out files; --record makes one file of
+docs/bench/ of them, in the order given:
+
+    python3 tools/dev/perf_tables.py --record OUT.json --commit C \
+        --date YYYY-MM-DD --command CMD --source SRC [--only TEXT] IN.json...
+
+Their rows (kernels, baselines, load, targets, overhead) follow each
+other, the baseline runs and cases too, the notes once each; the other
+fields are the first file's, and every file must name the same device,
+target, tool version and mode (a file of another GPU or build is refused,
+the output left unwritten).
 Python 3 standard library only.
 """
 import argparse
@@ -497,6 +510,63 @@ def regenerate(text, runs):
     return "\n".join(out)
 
 
+# the fields every file of one record must share, and the lists joined
+SAME = ("tool", "version", "mode", "device", "arch", "target", "nvrtc")
+JOINED = ("kernels", "baselines", "baseline_runs", "cases", "load",
+          "targets", "overhead")
+
+
+def merge_runs(paths, record):
+    """One report of several --json-out files of one build on one GPU."""
+    reports = []
+    for path in paths:
+        with open(path) as f:
+            reports.append((path, json.load(f)))
+    first_path, first = reports[0]
+    merged = dict(first)
+    for path, d in reports[1:]:
+        for k in SAME:
+            if d.get(k) != first.get(k):
+                raise ValueError("%s: %s is %r where %s has %r" % (
+                    path, k, d.get(k), first_path, first.get(k)))
+    for k in JOINED:
+        if any(k in d for _, d in reports):
+            merged[k] = [r for _, d in reports for r in d.get(k) or []]
+    notes = []
+    for _, d in reports:
+        for n in d.get("notes") or []:
+            if n not in notes:
+                notes.append(n)
+    merged["notes"] = notes
+    merged["record"] = record
+    return merged
+
+
+def record_main(a):
+    rec = {"commit": a.commit, "date": a.date, "command": a.command,
+           "source": a.source}
+    for k, v in rec.items():
+        if not v:
+            sys.exit("perf_tables: --record needs --%s" % k)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", a.date):
+        sys.exit("perf_tables: --date %r is not YYYY-MM-DD" % a.date)
+    if a.only:
+        rec["only"] = a.only
+    out, ins = a.record, a.files
+    if os.path.exists(out):
+        sys.exit("perf_tables: %s exists; a record is written once" % out)
+    try:
+        merged = merge_runs(ins, rec)
+    except (OSError, ValueError) as e:
+        sys.exit("perf_tables: %s" % e)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(merged, f, indent=1)
+        f.write("\n")
+    print("perf_tables: %s: %d rows of %d runs" % (
+        out, len(merged.get("kernels") or []), len(ins)))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -504,10 +574,20 @@ def main():
                       help="exit 1 where a table is not this script's output")
     mode.add_argument("--write", action="store_true",
                       help="replace every table with this script's output")
+    mode.add_argument("--record", metavar="OUT.json",
+                      help="one record of the runs FILE...")
     ap.add_argument("--bench-dir", help="the JSON files (default: bench/ "
                     "beside the document)")
-    ap.add_argument("doc")
+    for k in ("commit", "date", "command", "source", "only"):
+        ap.add_argument("--" + k, help="--record: the record's " + k)
+    ap.add_argument("files", nargs="+", metavar="FILE",
+                    help="the document; with --record, the runs' JSON")
     a = ap.parse_args()
+    if a.record is not None:
+        return record_main(a)
+    if len(a.files) != 1:
+        ap.error("--check and --write take one document")
+    a.doc = a.files[0]
     bench_dir = a.bench_dir or os.path.join(os.path.dirname(a.doc), "bench")
     with open(a.doc, encoding="utf-8") as f:
         text = f.read()
