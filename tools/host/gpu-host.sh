@@ -11,7 +11,12 @@
 #             one sm_120 and every non-Hopper part runs)
 #   python    python -m pytest on each file of python/tests, one process
 #             a file, against the built library
-#   bench     kdtree-bench with its PyTorch baselines
+#   bench     kdtree-bench with its baselines, within $BENCH_TIMEOUT s
+#             (default 300), into bench.json; with BENCH_SELECT="A|B|..."
+#             one kdtree-bench a selection (--only A, ...) in that time,
+#             into bench-1.json, bench-2.json, ..., none started with
+#             less than $BENCH_MIN s left (default 120; bench-skipped.txt
+#             names those): tools/dev/perf_tables.py --record joins them
 #   round     python/examples/ddtree_round.py
 #   wheel     the pip wheel (.xfer/kdtree_jit-*.whl) installed into a
 #             fresh directory and used from outside the tree: pytest on
@@ -62,6 +67,21 @@ pytest_each() {
         echo "pytest ${f#"$tree/"}: exit $rc"
     done
 }
+# bench_one NAME LIMIT ARGS...: kdtree-bench ARGS --baseline under
+# `timeout LIMIT`, its JSON, table and log as $out/NAME.{json,txt,err}.
+bench_one() {
+    local name=$1 limit=$2
+    shift 2
+    KDTREE_BENCH_TOOLS=$(pwd)/tools timeout "$limit" \
+        ./tools/kdtree-bench --json-out "$out/$name.json" --baseline "$@" \
+        >"$out/$name.txt" 2>"$out/$name.err" || status=1
+    # A bench that found no GPU measured compile-only: not this stage.
+    if ! grep -q '"mode": "gpu"' "$out/$name.json" 2>/dev/null; then
+        echo "$name: no GPU rows (see $name.err)"
+        status=1
+    fi
+    cat "$out/$name.txt"
+}
 export KDTREE_CACHE_DIR=/tmp/kdt-cache
 export KDTREE_TEST_REQUIRE_GPU=1
 status=0
@@ -94,15 +114,28 @@ for stage in $stages; do
             PYTHONPATH="$tree/python:${PYTHONPATH:-}"
         ;;
     bench)
-        KDTREE_BENCH_TOOLS=$(pwd)/tools timeout "${BENCH_TIMEOUT:-300}" \
-            ./tools/kdtree-bench --json-out "$out/bench.json" --baseline "$@" \
-            >"$out/bench.txt" 2>"$out/bench.err" || status=1
-        # A bench that found no GPU measured compile-only: not this stage.
-        if ! grep -q '"mode": "gpu"' "$out/bench.json" 2>/dev/null; then
-            echo "bench: no GPU rows (see bench.err)"
-            status=1
+        if [ -z "${BENCH_SELECT:-}" ]; then
+            bench_one bench "${BENCH_TIMEOUT:-300}" "$@"
+        else
+            # One kdtree-bench per selection, bench-N.*, in the time
+            # BENCH_TIMEOUT gives them all; a selection that would start
+            # with less than BENCH_MIN seconds left is not started.
+            IFS='|' read -ra sels <<<"$BENCH_SELECT"
+            n=0
+            : >"$out/bench-skipped.txt"
+            for sel in "${sels[@]}"; do
+                n=$((n + 1))
+                left=$(( ${BENCH_TIMEOUT:-300} - ($(date +%s) - t0) ))
+                if [ "$left" -lt "${BENCH_MIN:-120}" ]; then
+                    echo "bench-$n ($sel): not started, ${left} s left" |
+                        tee -a "$out/bench-skipped.txt"
+                    status=1
+                    continue
+                fi
+                echo "$sel" >"$out/bench-$n.only"
+                bench_one "bench-$n" "$left" "$@" --only "$sel"
+            done
         fi
-        cat "$out/bench.txt"
         ;;
     round)
         KDTREE_LIBRARY=$(pwd)/.libs/libkdtree.so PYTHONPATH=$(pwd)/python:${PYTHONPATH:-} \
