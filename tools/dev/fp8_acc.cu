@@ -9,6 +9,13 @@
  *   products: C = 1, x = 2^-j: D = 1 + K x^2 (K products of the
  *             instruction's k), exactly in f32 down to 2^-23; prints what
  *             each instruction adds, against K x^2.
+ *   groups:   wgmma m64n8k32 e4m3 only, A = 1 and B's eight columns
+ *             each a pattern of one big product (448) and small ones
+ *             (2^-9, below 2^-13 of the big one) at chosen k: how many
+ *             small products each column keeps says which of the k32's
+ *             products are aligned together (a small one aligned to
+ *             the big one is lost; one summed apart, kept), with C = 0
+ *             and C = 448.
  *
  * Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a
  *        -I kernels_src tools/dev/fp8_acc.cu -o fp8_acc
@@ -36,6 +43,18 @@ plain_desc(uint32_t addr)
            | ((uint64_t)(256 >> 4) << 32);
 }
 
+/* D (64 x 8) += A (registers) times B (desc), e4m3 */
+static __device__ __forceinline__ void
+wg_e4m3(float (&d)[4], const uint32_t (&a)[4], uint64_t desc)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
 /* d[0] of thread 0 into out[0]; the largest |d - d of thread 0| over
  * every element of every thread into out[1] (all must be equal). */
 template <int KIND>
@@ -54,12 +73,7 @@ probe(float c, uint32_t word, float *out)
         const uint64_t desc = plain_desc(addr);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         if (KIND == WG_E4M3)
-            asm volatile(
-                "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-                "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
-                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
-                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+            wg_e4m3(d, a, desc);
         else
             asm volatile(
                 "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
@@ -88,6 +102,90 @@ probe(float c, uint32_t word, float *out)
     __syncthreads();
     if ((threadIdx.x & 31) == 0)
         atomicMax((int *)&out[1], __float_as_int(dev)); /* dev >= 0 */
+}
+
+/* groups: A = 1.0 everywhere, B's 8 x 32 bytes from bg (K-major, no
+ * swizzle: byte (k / 16) 128 + n 16 + k % 16, as plain_desc says), C =
+ * c; D[0][n] into out[n] (threads 0-3 hold row 0's eight columns), and
+ * out[8] the largest |D[8][n] - D[0][n]| (every row alike). */
+__global__ void __launch_bounds__(128)
+probe_groups(float c, const uint8_t *bg, float *out)
+{
+    __shared__ __align__(1024) uint8_t b_tile[1024];
+    for (int i = threadIdx.x; i < 1024; i += 128)
+        b_tile[i] = i < 256 ? bg[i] : 0;
+    __syncthreads();
+    float d[4] = {c, c, c, c};
+    const uint32_t a = 0x38383838u; /* four e4m3 1.0 */
+    const uint32_t as[4] = {a, a, a, a};
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    wg_e4m3(d, as, plain_desc((uint32_t)__cvta_generic_to_shared(b_tile)));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* d[2 h + e] = D[l / 4 + 8 h][2 (l % 4) + e] for warp 0's lane l */
+    if (threadIdx.x < 4) {
+        out[2 * threadIdx.x] = d[0];
+        out[2 * threadIdx.x + 1] = d[1];
+        const float dev = fmaxf(fabsf(d[2] - d[0]), fabsf(d[3] - d[1]));
+        atomicMax((int *)&out[8], __float_as_int(dev)); /* dev >= 0 */
+    }
+}
+
+/* Column n of the groups probe: the big product's k (-1: none) and the
+ * small products' k range [lo, hi]. */
+struct group_col {
+    int big, lo, hi;
+};
+static const group_col group_cols[8] = {
+    {0, 1, 31},  /* every other product small */
+    {0, 16, 31}, /* the smalls in the other k16 half */
+    {0, 8, 15},  /* in the other k8 of the big one's k16 */
+    {0, 4, 7},   /* in the other k4 of its k8 */
+    {0, 1, 3},   /* beside it in its k4 */
+    {-1, 0, 15}, /* no big product: the smalls' own sum */
+    {16, 0, 15}, /* the big one in the second half */
+    {0, 1, 0},   /* the big one alone */
+};
+
+static void
+run_groups(void)
+{
+    uint8_t h[256] = {0};
+    for (int n = 0; n < 8; ++n)
+        for (int k = 0; k < 32; ++k) {
+            const group_col &g = group_cols[n];
+            const uint8_t v = k == g.big ? 0x7e /* 448 */
+                              : (k >= g.lo && k <= g.hi) ? 0x01 /* 2^-9 */
+                                                          : 0x00;
+            h[(k / 16) * 128 + n * 16 + k % 16] = v;
+        }
+    uint8_t *bg;
+    float *out;
+    CK(cudaMalloc(&bg, sizeof h));
+    CK(cudaMalloc(&out, 9 * sizeof(float)));
+    CK(cudaMemcpy(bg, h, sizeof h, cudaMemcpyHostToDevice));
+    const float cs[2] = {0.f, 448.f};
+    for (int ci = 0; ci < 2; ++ci) {
+        float o[9];
+        CK(cudaMemset(out, 0, sizeof o));
+        probe_groups<<<1, 128>>>(cs[ci], bg, out);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(o, out, sizeof o, cudaMemcpyDeviceToHost));
+        for (int n = 0; n < 8; ++n) {
+            const group_col &g = group_cols[n];
+            const int smalls = g.hi >= g.lo ? g.hi - g.lo + 1 : 0;
+            const double big = (g.big >= 0 ? 448.0 : 0.0) + cs[ci];
+            const double kept = ((double)o[n] - big) / 0x1p-9;
+            printf("wgmma m64n8k32 e4m3      groups: C = %g, big at k %2d, "
+                   "%2d small at k %2d-%2d: D = %.9g, %g of %d small kept\n",
+                   cs[ci], g.big, smalls, g.lo, g.hi, o[n], kept, smalls);
+        }
+        printf("wgmma m64n8k32 e4m3      groups: C = %g: rows alike: %s\n",
+               cs[ci], o[8] == 0.f ? "yes" : "NO");
+    }
+    CK(cudaFree(bg));
+    CK(cudaFree(out));
 }
 
 static float *g_out;
@@ -155,5 +253,6 @@ main()
         printf("%-24s every element of every thread alike: %s\n",
                kind_name[kind], dev == 0.f ? "yes" : "NO");
     }
+    run_groups();
     return 0;
 }
