@@ -1,7 +1,8 @@
 /* fp8_acc.cu: how many bits the tensor cores' f32 accumulator keeps,
  * for each instruction verify_attn uses (wgmma and mma.sync, e4m3 and
- * bf16).  Every element of A and B is the same value x, so every product
- * is x^2 and the operands' layouts do not matter.
+ * bf16).  In the first two probes every element of A and B is the same
+ * value x, so every product is x^2 and the operands' layouts do not
+ * matter; the third lays B out as the descriptor says.
  *
  *   carry:    A = B = 0, C = 1 + 2^-k: D = C exactly when the
  *             instruction passes the accumulator through in f32; prints

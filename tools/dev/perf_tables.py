@@ -39,9 +39,9 @@ docs/bench/ of them, in the order given:
 
 Their rows (kernels, baselines, load, targets, overhead) follow each
 other, the baseline runs and cases too, the notes once each; the other
-fields are the first file's, and every file must name the same device,
-target, tool version and mode (a file of another GPU or build is refused,
-the output left unwritten).
+fields are the first file's, and every file must name the same tool,
+version, mode, device, arch, target and NVRTC (a file of another GPU or
+build is refused, the output left unwritten).
 Python 3 standard library only.
 """
 import argparse
