@@ -15,9 +15,13 @@ and l with the same sums taken exactly.
 
     tools/dev/fp8_acc_model.py [--positions 4096,32768] [--mean 0,0.5]
                                [--sd 1,3] [--dims 64] [--seed 1]
+                               [--fold none|tile|half]
 
 --mean is V's mean (its spread 1, rounded to e4m3); --sd the spread of
 the logits in log2 units (small: attention spread over many positions).
+--fold: where the FP8 accumulators start from zero and f32 adds them to
+running sums: none (they carry across the range), tile (every 64
+positions: two k32 steps) or half (every k32 step).
 Development tool: not installed, not tested.
 """
 import argparse
@@ -44,7 +48,7 @@ def wgmma_step(c, terms):
     return cut.sum(axis=1).astype(np.float32).astype(np.float64)
 
 
-def run(n, mean, sd, dims, rng):
+def run(n, mean, sd, dims, rng, fold):
     v = e4m3(rng.normal(mean, 1.0, (n, dims)))
     x = rng.normal(0.0, sd, n)
     m = x[:64].max()
@@ -62,12 +66,23 @@ def run(n, mean, sd, dims, rng):
             l_ex *= a
             m = tile_max
         p = e4m3(np.exp2(x[t:t + 64] - m))
+        # fold: where the FP8 accumulators start from 0 and are added
+        # to f32 ones (none: they carry across the range)
+        o_t, l_t = (o_acc, l_acc) if fold == "none" else \
+            (np.zeros(dims), np.zeros(1))
         for h in (0, 32):
             ph, vh = p[h:h + 32], v[t + h:t + h + 32]
-            o_acc = wgmma_step(o_acc, (ph[:, None] * vh).T)
-            l_acc = wgmma_step(l_acc, ph[None, :])
+            if fold == "half" and h:
+                o_acc, l_acc = o_acc + o_t, l_acc + l_t
+                o_t, l_t = np.zeros(dims), np.zeros(1)
+            o_t = wgmma_step(o_t, (ph[:, None] * vh).T)
+            l_t = wgmma_step(l_t, ph[None, :])
             o_ex += ph @ vh
             l_ex += ph.sum()
+        if fold == "none":
+            o_acc, l_acc = o_t, l_t
+        else:
+            o_acc, l_acc = o_acc + o_t, l_acc + l_t
     o, o_exact = o_acc / l_acc[0], o_ex / l_ex
     return (np.max(np.abs(o - o_exact)) / np.max(np.abs(v)),
             l_acc[0] / l_ex)
@@ -84,6 +99,10 @@ def main():
     ap.add_argument("--sd", default="1,3")
     ap.add_argument("--dims", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fold", default="none",
+                    help="none (the accumulators carry across the range), "
+                    "tile (restart every tile, added to f32 ones) or "
+                    "half (every k32 step)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print("positions  mean(v)  sd(logit)  max|o - o_exact| / max|v|"
@@ -91,7 +110,7 @@ def main():
     for n in (int(t) for t in args.positions.split(",")):
         for mean in floats(args.mean):
             for sd in floats(args.sd):
-                err, lr = run(n, mean, sd, args.dims, rng)
+                err, lr = run(n, mean, sd, args.dims, rng, args.fold)
                 print(f"{n:9d}  {mean:7g}  {sd:9g}  {err:25.4f}  "
                       f"{lr:11.4f}  {np.log(lr):+9.3f}")
 
