@@ -20,7 +20,8 @@
 #       CHECK="NAME ..." then runs each named candidate's
 #       gpu_verify_attn case $CHECK_CASE (default e4m3) and
 #       compute-sanitizer racecheck on two calls over an e4m3 cache in
-#       $RACE_MATH arithmetic (default e4m3; tools/dev/profile_case.py).
+#       $RACE_MATH arithmetic (default e4m3; tools/dev/profile_case.py),
+#       on the candidates RACE names (default: CHECK's).
 #       Everything goes into $OUT/ab.tgz, rewritten after each phase (a
 #       run cut short still brings back what it did).  .gpu/env.sh is
 #       sourced first.
@@ -131,6 +132,8 @@ run)
         el "$c gpu_verify_attn ${CHECK_CASE:-e4m3}: exit $rc" \
             "$(grep -c ' 0 bad' "$log") calls 0 bad," \
             "$(grep -c ' [1-9][0-9]* bad' "$log") with bad"
+        # RACE="NAME ...": the candidates racecheck runs on (default: all)
+        case " ${RACE-$CHECK} " in *" $c "*) ;; *) pack_out; continue;; esac
         for a in "8 1 256" "1 1 2048"; do
             f=$out/race-$c-${a// /_}.log
             BATCH=1 REPS=1 timeout 120 compute-sanitizer --tool racecheck \
