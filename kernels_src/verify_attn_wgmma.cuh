@@ -713,7 +713,8 @@ regs_copy(float (&dst)[N], const float (&src)[N])
  * tile's mask, the online softmax of rows r0 and r0 + 8 (their rescale
  * factors into alpha_s for WG1), then P into shared memory a half at a
  * time, each half published to WG1 (BAR_PFULL + half) with this
- * warpgroup's PV of it issued behind it, and the stage handed back
+ * warpgroup's PV of it issued behind it (MATH = e4m3: both halves
+ * published, then their PV, pv8_half), and the stage handed back
  * (BAR_KEMPTY).  P is rewritten only once WG1's PV of the last tile is
  * done with it (BAR_PEMPTY).  Leaves for the epilogue: O[:, 0:256] of
  * rows r0 and r0 + 8 in o_io, unnormalised; their reference maxima in
@@ -807,28 +808,33 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         KDT_VA_PHASE(0, it, 4);
         const float x_scale[2] = {tail ? 1.f : row_scale[0],
                                   tail ? 1.f : row_scale[1]};
-        uint32_t a8[2][4][4]; /* MATH = e4m3: each half's V^T fragments */
+        if constexpr (MATH_E4M3) {
+            /* both halves of P, then their PV (pv8_half waits for its
+             * steps: it adds each to O in f32) */
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            if constexpr (MATH_E4M3)
+            for (int half = 0; half < 2; ++half) {
                 softmax_p8_half(s, mu, x_scale, sp, r0, lane & 3, half);
-            else
+                proxy_fence();
+                bar_arrive(BAR_PFULL + half);
+            }
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                pv8_half<true>(o, l4, alpha[0], alpha[1], alpha_s, dp,
+                               dones, vb, st * TILE_BYTES, lane & 3, half);
+                KDT_VA_PHASE(0, it, 5 + half);
+            }
+        } else {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
                 softmax_p_half(s, mu, l_part, x_scale, prow, mi, l7, half);
-            proxy_fence();
-            bar_arrive(BAR_PFULL + half);
-            if constexpr (MATH_E4M3)
-                pv8_issue<true>(o, l4, alpha[0], alpha[1], alpha_s, dp,
-                                dones, vb, st * TILE_BYTES, lane & 3, half,
-                                a8[half]);
-            else
+                proxy_fence();
+                bar_arrive(BAR_PFULL + half);
                 pv_issue(o, alpha[0], alpha[1], dp, dv0,
                          st * TILE_BYTES + vcol, half);
-            KDT_VA_PHASE(0, it, 5 + half);
-        }
-        if constexpr (MATH_E4M3)
-            pv8_finish<true>(o, l4);
-        else
+                KDT_VA_PHASE(0, it, 5 + half);
+            }
             pv_finish(o);
+        }
         KDT_VA_PHASE(0, it, 7);
         kempty_arrive(st);
     }
@@ -844,8 +850,8 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
 /* Phase 2, WG1's side of the KV loop under MATH = e4m3, the loop below
  * (wg1_load_pv_loop) with e4m3 tiles: tile t+1's bytes by cp.async into
  * the stage WG0 handed back, published (BAR_KFULL) once they have
- * landed, while the first half's PV runs; each half's PV is O^T = V^T
- * P^T with V^T gathered from the tile's stage (pv8_issue). */
+ * landed, after the first half's PV; each half's PV is O^T = V^T P^T
+ * with V^T gathered from the tile's stage (pv8_half). */
 static __device__ __forceinline__ void
 wg1_load_pv8_loop(float (&o)[128], const va_block &b,
                   const uint8_t *__restrict__ kv,
@@ -890,9 +896,8 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
 
         bar_sync(BAR_PFULL);
         KDT_VA_PHASE(1, it, 3);
-        uint32_t a8[2][4][4]; /* each half's V^T fragments */
-        pv8_issue<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
-                         st * TILE_BYTES, wtid & 3, 0, a8[0]);
+        pv8_half<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
+                        st * TILE_BYTES, wtid & 3, 0);
         if (t + 1 < t1) {
             kdt_cp_async_wait<0>();
             proxy_fence();
@@ -901,10 +906,9 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
         KDT_VA_PHASE(1, it, 4);
         bar_sync(BAR_PFULL + 1);
         KDT_VA_PHASE(1, it, 5);
-        pv8_issue<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
-                         st * TILE_BYTES, wtid & 3, 1, a8[1]);
+        pv8_half<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
+                        st * TILE_BYTES, wtid & 3, 1);
         KDT_VA_PHASE(1, it, 6);
-        pv8_finish<false>(o, no_rowsum);
         KDT_VA_PHASE(1, it, 7);
         bar_arrive(BAR_PEMPTY);
     }

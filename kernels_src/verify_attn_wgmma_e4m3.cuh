@@ -31,8 +31,11 @@
  *    its quad column q) are 8 contiguous bytes, one 64-bit store.
  *  - The row sums the contract asks for (of the rounded weights) are one
  *    more wgmma a half on WG0, m64n8k32 of P against a tile of e4m3
- *    ones: every column of the 64 x 8 result is its row's sum,
- *    accumulated and rescaled like O.
+ *    ones: every column of the 64 x 8 result is its row's sum, taken
+ *    and rescaled like O.
+ *  - Sums: the FP8 wgmma's accumulator holds 13 bits past its leading
+ *    one, so a tile's P V and row sums start from zero and f32 adds
+ *    them to O and the running sums (pv8_half).
  */
 
 constexpr int Q8_PIECES = D_QK / 16;       /* 16-byte e4m3 pieces a row */
@@ -515,7 +518,10 @@ qk8_issue(float (&s)[32], uint64_t dq, uint64_t dk)
 #pragma unroll
     for (int ks = 0; ks < K8_STEPS; ++ks) {
         const uint32_t off = (ks >> 2) * (BN * 128) + (ks & 3) * 32;
-        wg_mma_qk8(s, desc_add(dq, off), desc_add(dk, off), ks);
+        if (ks == 0)
+            wg_mma_qk8<0>(s, desc_add(dq, off), desc_add(dk, off));
+        else
+            wg_mma_qk8<1>(s, desc_add(dq, off), desc_add(dk, off));
     }
 }
 
@@ -587,20 +593,57 @@ rescale8t(float (&o)[128], const float *alpha_s, int q)
                     o[32 * c + 4 * i + 2 * h + e] *= al[2 * i + e];
 }
 
-/* Phase 2c, MATH = e4m3: as pv_issue, one k32 step a half, O^T = V^T
- * P^T with this thread's V^T fragments from the stage `off` bytes past
- * stage 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
- * (alpha_s: every row's factor, published); ROWSUM (WG0): the row sums
- * l4 too, P times the ones at `dones`, rows r0 (a0) and r0 + 8 (a1)
- * rescaled.  `a` holds the
- * fragments until pv8_finish: a wgmma reads its registers until then, so
- * each half has its own. */
+/* o's chunk C += d, in f32, once d's step is done. */
+template <int C>
+static __device__ __forceinline__ void
+pv8_fold(float (&o)[128], float (&d)[32])
+{
+    pin(d);
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+        o[32 * C + i] += d[i];
+}
+
+/* Chunk C of a half: its k32 step from zero into t, waited for, added
+ * to o's chunk C. */
+template <int C>
+static __device__ __forceinline__ void
+pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[4][4],
+          uint64_t db)
+{
+    wg_fence(); /* t was read by the last chunk's sum */
+    wg_mma_pv8t(t, a[C], db);
+    wg_commit();
+    wg_wait<0>();
+    pv8_fold<C>(o, t);
+}
+
+/*
+ * Phase 2c, MATH = e4m3: half `half` of the tile's P V, O^T += V^T P^T,
+ * with this thread's V^T fragments from the stage `off` bytes past stage
+ * 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
+ * (alpha_s: every row's factor, published).  ROWSUM (WG0, which has
+ * written both halves of P by then): in half 0 the tile's row sums too,
+ * P times the ones at `dones`, added to l4 (rows r0 (a0) and r0 + 8
+ * (a1), rescaled first).
+ *
+ * The FP8 wgmma adds in 13 bits past the leading one of its sum
+ * (docs/contract.md section 3): an accumulator that carried across the
+ * range would drop the late products beside the sum of the early ones
+ * (at 32k positions a row sum came out 56% low on an H100).  So each
+ * 64-dim chunk's k32 step starts from zero in a register tile, and f32
+ * adds the tile to O^T once it is done; the row sums' two steps (64
+ * weights of at most 256 each) start from zero a tile.  One register
+ * tile, the chunks in turn: two of 32 taking turns left ptxas spilling
+ * O itself (255 registers a thread beside O's 128 and a half's
+ * fragments), and two of 16 (P's rows in halves, m64n32k32) measured
+ * slower.  Returns with every wgmma done.
+ */
 template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1,
-          const float *alpha_s, uint64_t dp, uint64_t dones,
-          const unsigned char *const (&vb)[4], int off, int q, int half,
-          uint32_t (&a)[4][4])
+pv8_half(float (&o)[128], float (&l4)[4], float a0, float a1,
+         const float *alpha_s, uint64_t dp, uint64_t dones,
+         const unsigned char *const (&vb)[4], int off, int q, int half)
 {
     if (half == 0) {
         rescale8t(o, alpha_s, q);
@@ -609,30 +652,37 @@ pv8_issue(float (&o)[128], float (&l4)[4], float a0, float a1,
             l4[1] *= a0;
             l4[2] *= a1;
             l4[3] *= a1;
-            pin(l4);
         }
-        pin(o);
     }
+    uint32_t a[4][4];
     vt8_gather(a, vb, off, half, q & 1);
+    /* the fragments complete before the first step: left to itself,
+     * ptxas kept the loads' words live beside the running sums */
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            asm volatile("" : "+r"(a[c][i]));
     const uint64_t db = desc_add(dp, 32 * half);
-    wg_fence();
-    wg_mma_pv8t<0>(o, a[0], db);
-    wg_mma_pv8t<1>(o, a[1], db);
-    wg_mma_pv8t<2>(o, a[2], db);
-    wg_mma_pv8t<3>(o, a[3], db);
-    if constexpr (ROWSUM)
-        wg_mma_rowsum8(l4, db, desc_add(dones, 32 * half));
+    float t[32], lt[4];
+    wg_fence(); /* chunk 0, with the row sums in its group */
+    wg_mma_pv8t(t, a[0], db);
+    if (ROWSUM && half == 0) {
+        wg_mma_rowsum8<0>(lt, dp, dones);
+        wg_mma_rowsum8<1>(lt, desc_add(dp, 32), desc_add(dones, 32));
+    }
     wg_commit();
-}
-
-template <bool ROWSUM>
-static __device__ __forceinline__ void
-pv8_finish(float (&o)[128], float (&l4)[4])
-{
     wg_wait<0>();
-    pin(o);
-    if constexpr (ROWSUM)
-        pin(l4);
+    pv8_fold<0>(o, t);
+    if (ROWSUM && half == 0) {
+        pin(lt);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            l4[i] += lt[i];
+    }
+    pv8_chunk<1>(o, t, a, db);
+    pv8_chunk<2>(o, t, a, db);
+    pv8_chunk<3>(o, t, a, db);
 }
 
 /* Phase 3a, MATH = e4m3: O^T's fragments to O's (o[4 j + 2 h + e] =

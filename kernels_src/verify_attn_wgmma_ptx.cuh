@@ -203,15 +203,16 @@ sw64_desc(uint32_t addr)
     "%104, %105, %106, %107, %108, %109, %110, %111, " \
     "%112, %113, %114, %115, %116, %117, %118, %119, " \
     "%120, %121, %122, %123, %124, %125, %126, %127"
-#define KDT_WG_D32_OUT(d) \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), \
-    "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), \
-    "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), \
-    "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-    "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+/* d[0 .. 31] under constraint C: "+f" read and written, "=f" written
+ * only (a wgmma from zero) */
+#define KDT_WG_D32_AS(C, d) \
+    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), \
+    C(d[7]), C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), \
+    C(d[14]), C(d[15]), C(d[16]), C(d[17]), C(d[18]), C(d[19]), \
+    C(d[20]), C(d[21]), C(d[22]), C(d[23]), C(d[24]), C(d[25]), \
+    C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
+#define KDT_WG_D32_OUT(d) KDT_WG_D32_AS("+f", d)
+#define KDT_WG_D32_W(d) KDT_WG_D32_AS("=f", d)
 #define KDT_WG_D128_OUT(d) \
     KDT_WG_D32_OUT(d), \
     "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), \
@@ -281,51 +282,63 @@ wg_mma_pv(float (&d)[128], uint64_t da, uint64_t db)
 
 /* MATH = e4m3: S on e4m3 operands, one k32 step (32 bytes of each
  * operand's rows) an instruction, both K-major (FP8 wgmma has no
- * transposed form). */
+ * transposed form): d += A B, or d = A B for ACC 0 (d written, not
+ * read). */
+template <int ACC>
 static __device__ __forceinline__ void
-wg_mma_qk8(float (&d)[32], uint64_t da, uint64_t db, int acc)
+wg_mma_qk8(float (&d)[32], uint64_t da, uint64_t db)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-        KDT_WG_D32_REGS
-        "}, %32, %33, p, 1, 1;\n}\n"
-        :
-        KDT_WG_D32_OUT(d)
-        : "l"(da), "l"(db), "r"(acc));
+    if constexpr (ACC)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+            KDT_WG_D32_REGS
+            "}, %32, %33, p, 1, 1;\n}\n"
+            :
+            KDT_WG_D32_OUT(d)
+            : "l"(da), "l"(db));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+            KDT_WG_D32_REGS
+            "}, %32, %33, p, 1, 1;\n}\n"
+            :
+            KDT_WG_D32_W(d)
+            : "l"(da), "l"(db));
 }
 
-/* O^T[64 dims of chunk C] += V^T P^T, one k32 step: A (V^T) from this
- * thread's registers (a[r], byte b: row 16 w + g + 8 (r % 2), K position
- * 4 q + b + 16 (r / 2) of warp w, lane 4 g + q), B (P^T: P's rows are
- * its N, K-major) from shared memory; d[32 C ..] the chunk's
- * accumulators. */
-template <int C>
+/* O^T of one 64-dim chunk over one k32 step, d = V^T P^T (from zero:
+ * d is written, not read): A (V^T) from this thread's registers (a[r],
+ * byte b: row 16 w + g + 8 (r % 2), K position 4 q + b + 16 (r / 2) of
+ * warp w, lane 4 g + q), B (P^T: P's rows are its N, K-major) from
+ * shared memory. */
 static __device__ __forceinline__ void
-wg_mma_pv8t(float (&d)[128], const uint32_t (&a)[4], uint64_t db)
+wg_mma_pv8t(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
 {
-    float *dc = d + 32 * C;
     asm volatile(
-        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
         KDT_WG_D32_REGS
         "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
         :
-        KDT_WG_D32_OUT(dc)
+        KDT_WG_D32_W(d)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-/* D (64 x 8) += P times a tile of ones: every column of a row is its
- * row sum (of the e4m3 weights, as PV sees them). */
+/* D (64 x 8) = (ACC 0) or += (ACC 1) P times a tile of ones: every
+ * column of a row is its row sum (of the e4m3 weights, as PV sees
+ * them). */
+template <int ACC>
 static __device__ __forceinline__ void
 wg_mma_rowsum8(float (&d)[4], uint64_t da, uint64_t db)
 {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
         "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "l"(da), "l"(db));
+        : "l"(da), "l"(db), "n"(ACC));
 }
 
 /* Thread block clusters (a row tile's splits launched as one cluster of
