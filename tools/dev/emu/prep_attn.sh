@@ -14,7 +14,7 @@
 # addresses are offsets into the block's window, cuda_emu.h), a static
 # __shared__ variable is refused (the blocks of a cluster run together),
 # and kdt_params.h is preceded by cuda_emu.h.  An operand list may be a
-# macro of one parameter defined in the same file; it is expanded.
+# macro defined in the same file (of any parameters); it is expanded.
 set -eu
 python3 - "$1" "$2" <<'EOF'
 import re, sys
@@ -66,18 +66,28 @@ def split_top(s, sep):
     parts.append(cur)
     return parts
 
-# function-like macros of one parameter defined in this file: an asm's
-# operand list may be one (the wgmma accumulators' constraints)
+# function-like macros defined in this file: an asm's operand list may
+# be one (the wgmma accumulators' constraints), and a macro's body may
+# name another
 macros = {}
-for m in re.finditer(r'^#define (\w+)\((\w+)\)((?:.*\\\n)*.*)$', src, re.M):
-    macros[m.group(1)] = (m.group(2), m.group(3).replace('\\\n', ' '))
+for m in re.finditer(r'^#define (\w+)\(([\w\s,]+)\)((?:.*\\\n)*.*)$', src,
+                     re.M):
+    macros[m.group(1)] = ([p.strip() for p in m.group(2).split(',')],
+                          m.group(3).replace('\\\n', ' '))
 
 def expand(op):
-    m = re.match(r'\s*(\w+)\(([^()]*)\)\s*$', op)
+    m = re.match(r'\s*(\w+)\((.*)\)\s*$', op, re.S)
     if not m or m.group(1) not in macros:
         return [op]
-    param, body = macros[m.group(1)]
-    body = re.sub(r'\b%s\b' % param, m.group(2).strip(), body)
+    params, body = macros[m.group(1)]
+    args = [a.strip() for a in split_top(m.group(2), ',')]
+    if len(args) != len(params):
+        return [op]
+    # every parameter at once, so that an argument is not substituted
+    # again
+    sub = dict(zip(params, args))
+    body = re.sub(r'\b(%s)\b' % '|'.join(params),
+                  lambda x: sub[x.group(1)], body)
     return [x for part in split_top(body, ',') for x in expand(part)]
 
 def operands(sec, out):
