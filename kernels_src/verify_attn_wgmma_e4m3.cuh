@@ -656,13 +656,6 @@ pv8_half(float (&o)[128], float (&l4)[4], float a0, float a1,
     }
     uint32_t a[4][4];
     vt8_gather(a, vb, off, half, q & 1);
-    /* the fragments complete before the first step: left to itself,
-     * ptxas kept the loads' words live beside the running sums */
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            asm volatile("" : "+r"(a[c][i]));
     const uint64_t db = desc_add(dp, 32 * half);
     float t[32], lt[4];
     wg_fence(); /* chunk 0, with the row sums in its group */
