@@ -113,6 +113,21 @@ kdt_mma_e4m3(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* d = a * b for one m16n8k32 tile of e4m3 (sm_89+), summed from zero:
+ * the fragments as kdt_mma_e4m3's.  The FP8 mma.sync of sm_89 adds in
+ * fewer bits than f32 (docs/contract.md §3), so a sum that runs long
+ * takes each step from zero and adds it to its own f32 total. */
+static __device__ __forceinline__ void
+kdt_mma_e4m3_z(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
+          "f"(0.f));
+}
+
 /* Two floats -> packed f16x2 (round to nearest even); lo in bits 0..15. */
 static __device__ __forceinline__ uint32_t
 kdt_pack_f16x2(float lo, float hi)

@@ -308,11 +308,12 @@ static_assert(65535ull * N_MAX * W <= 0xffffffffull,
  * (softmax_row_of): scales to log2 units, masks (tail tiles only), moves
  * the lazy maximum, and returns the rescale factor of the row's O; x
  * becomes P, times 2^P_SHIFT (the f16 weights of an e4m3 cache's bf16
- * arithmetic, below; the row sum is in the same units).  The mask's
+ * arithmetic, below; the row sum is in the same units), and is added to
+ * l_part unless SUM is false (the caller adds P as it rounds it).  The mask's
  * operands (the row, its node, its words in anc = p.anc_mask, the end of
  * what it may see) are computed in the tail tile that tests it, not kept
  * across the loop. */
-template <int P_SHIFT = 0>
+template <int P_SHIFT = 0, bool SUM = true>
 static __device__ __forceinline__ float
 softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
             const va_block &b, const uint32_t *__restrict__ anc,
@@ -368,7 +369,8 @@ softmax_row(float (&x)[NTN][2], float &m_ref, float &l_part, int t,
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             x[n][e] = kdt_exp2(x[n][e] - mu);
-            l_part += x[n][e];
+            if constexpr (SUM)
+                l_part += x[n][e];
         }
     return alpha;
 }

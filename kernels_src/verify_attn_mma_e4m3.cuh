@@ -44,10 +44,12 @@
  * each warp takes 128 dims of c_kv (4 steps, both n8 tiles of a half) and
  * one of the two k_pe steps for one n8 tile (warp q: k_pe step q / 2, n8
  * tile q % 2), so each half of a tile is 18 MMAs on every warp and the
- * exchange sums S over all 576 dims.  The row sum l is what the contract
- * asks (the rounded weights): one more MMA a tile, of a ones fragment
- * with the lane's own P (its octet's B fragment), accumulated and
- * rescaled like O; the softmax's f32 sum goes unused.
+ * exchange sums S over all 576 dims.  The FP8 mma.sync of sm_89 does
+ * not add in f32 (docs/contract.md §3), so P V's MMAs each sum their step
+ * from zero, added to O^T in f32.  The row sum l is what the contract
+ * asks (the rounded weights): each softmax lane adds its 8 rounded
+ * weights in f32 (exactly: kdt_e4m3x4_sum), rescaled with the row as
+ * mode a's sum is.
  */
 
 constexpr int ROW8 = sizeof(kdt_attn_mma_kv8_row);
@@ -238,7 +240,7 @@ qk8_half(float (&s)[2][2][4], const uint32_t (&qa)[2][QSTEPS][4],
  * saturation) as the k32 B fragment, in the token order the V^T
  * fragments take (pv8_tile): b0 = tokens 2 (lane % 4) + {0, 1, 8, 9}, b1
  * = those + 16, exactly the values this lane holds; and the rows' alpha.
- * Returns b0, b1 for the row sum's MMA. */
+ * Returns b0, b1: the row sum adds the weights as they are rounded. */
 static __device__ __forceinline__ uint2
 publish_p8(unsigned char *mybox, const float (&x)[NTN][2], float alpha,
            int lane)
@@ -294,17 +296,15 @@ pv16_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
  * 24-31, gives a lane (tokens t, t + 1 at dims 2 g, 2 g + 1) per matrix;
  * byte permutes gather dim 2 g (fragment row g) and dim 2 g + 1 (row g +
  * 8) of tokens t, t + 1, t + 8, t + 9 (k 4 (lane % 4) ..) and of those +
- * 16: the token order of publish_p8's B fragments.  Then the row sums:
- * l (this lane: rows 2 (lane % 4) and + 1 of octet q, in l[0], l[1]; [2],
- * [3] repeat them) += ones x the lane's own P, rescaled with O. */
+ * 16: the token order of publish_p8's B fragments.  Each MMA sums its
+ * step from zero and f32 adds it to O^T (kdt_mma_e4m3_z): an FP8
+ * accumulator carried across the range would drop the late products
+ * beside the early ones' sum (docs/contract.md §3). */
 static __device__ __forceinline__ void
-pv8_tile(float (&o)[NDM][4][4], float (&l)[4], const unsigned char *gbox,
-         const unsigned char *mybox, uint32_t vrow, uint2 pw, int lane)
+pv8_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
+         int lane)
 {
-    if (rescale_o(o, gbox, lane)) {
-        const float2 a = *(const float2 *)(mybox + P_ALPHA + 8 * (lane & 3));
-        l[0] *= a.x; l[1] *= a.y; l[2] *= a.x; l[3] *= a.y;
-    }
+    rescale_o(o, gbox, lane);
     uint2 pb[4];
     p_fragments(pb, gbox, lane);
 #pragma unroll
@@ -316,12 +316,14 @@ pv8_tile(float (&o)[NDM][4][4], float (&l)[4], const unsigned char *gbox,
         va[2] = __byte_perm(r[2], r[3], 0x6420);
         va[3] = __byte_perm(r[2], r[3], 0x7531);
 #pragma unroll
-        for (int oc = 0; oc < 4; ++oc)
-            kdt_mma_e4m3(o[dm][oc], va, pb[oc].x, pb[oc].y);
+        for (int oc = 0; oc < 4; ++oc) {
+            float d[4];
+            kdt_mma_e4m3_z(d, va, pb[oc].x, pb[oc].y);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                o[dm][oc][e] += d[e];
+        }
     }
-    const uint32_t ones[4] = {0x38383838u, 0x38383838u, 0x38383838u,
-                              0x38383838u}; /* e4m3 1.0 */
-    kdt_mma_e4m3(l, ones, pw.x, pw.y);
 }
 
 /*
@@ -360,7 +362,6 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
 
     float m_ref = kdt_neg_inf();
     float l_part = 0.f;
-    float l8[4] = {0.f, 0.f, 0.f, 0.f}; /* mode b's row sums */
     float o[NDM][4][4];
 #pragma unroll
     for (int dm = 0; dm < NDM; ++dm)
@@ -421,13 +422,16 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
         named_bar(1 + g, 128);
         float x[NTN][2];
         gather_s(x, own, mybox, lane);
-        const float alpha = softmax_row<MATH_E4M3 ? 0 : P16_SHIFT>(
-            x, m_ref, l_part, t, b, anc, row_fac);
+        const float alpha = softmax_row<MATH_E4M3 ? 0 : P16_SHIFT,
+                                        !MATH_E4M3>(x, m_ref, l_part, t, b,
+                                                    anc, row_fac);
         __syncwarp(); /* every lane has read its partials */
         if constexpr (MATH_E4M3) {
             const uint2 pw = publish_p8(mybox, x, alpha, lane);
+            /* mode b's row sum: the weights as P V takes them */
+            l_part += kdt_e4m3x4_sum(pw.x) + kdt_e4m3x4_sum(pw.y);
             named_bar(3 + g, 128);
-            pv8_tile(o, l8, gbox, mybox, stage + v_lane, pw, lane);
+            pv8_tile(o, gbox, stage + v_lane, lane);
         } else {
             publish_p<true>(mybox, x, alpha, lane);
             named_bar(3 + g, 128);
@@ -437,24 +441,19 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
     kdt_cp_async_wait<0>(); /* nothing may land after the block exits */
 
     /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
-    if constexpr (MATH_E4M3) {
-        /* l8: rows 2 (lane % 4) + {0, 1} of octet q, the same in every
-         * lane of a quad column; the softmax lanes of a row read it back */
-        const int octet = row - (lane >> 2);
-        if (lane < 4)
-            *(float2 *)(l_s + octet + 2 * lane) = make_float2(l8[0], l8[1]);
-        __syncwarp();
-        if ((lane & 3) == 0)
-            va_store_lse(p, b, b.m0 + row, va_lse2(m_ref, l_s[row]));
-    } else {
+    {
+        /* the softmax's row, from a fresh thread index: kept from the
+         * prelude, it held a register through the loop */
+        const int row = softmax_row_of(fresh_tid());
         float l = l_part;
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         if ((lane & 3) == 0) {
             l_s[row] = l;
-            /* l and the weights are 2^P16_SHIFT times the row's */
+            /* mode a: l and the weights are 2^P16_SHIFT times the row's */
             va_store_lse(p, b, b.m0 + row,
-                         va_lse2(m_ref - (float)P16_SHIFT, l));
+                         va_lse2(m_ref - (float)(MATH_E4M3 ? 0 : P16_SHIFT),
+                                 l));
         }
     }
     __syncthreads();

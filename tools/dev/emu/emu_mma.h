@@ -133,6 +133,8 @@ static inline bool emu_ptx_warp(emu_asm_state &s, const std::string &op, const s
         s.set(a[0], emu_encode(EMU_F16, emu_decode(f, v >> 8 & 0xff), false) << 16 | emu_encode(EMU_F16, emu_decode(f, v & 0xff), false));
         return true;
     }
+    // one f16 (the low 16 bits of the source) to f32, exactly
+    if (op == "cvt.f32.f16") { s.setf(a[0], (float)emu_decode(EMU_F16, (uint32_t)s.get(a[1]) & 0xffff)); return true; }
     // f16x2 to two 8-bit values, the high half to the high byte
     if (op == "cvt.rn.satfinite.e4m3x2.f16x2" || op == "cvt.rn.satfinite.e5m2x2.f16x2") {
         emu_fmt f = op.find("e4m3") != std::string::npos ? EMU_E4M3 : EMU_E5M2;
