@@ -714,7 +714,7 @@ regs_copy(float (&dst)[N], const float (&src)[N])
  * factors into alpha_s for WG1), then P into shared memory a half at a
  * time, each half published to WG1 (BAR_PFULL + half) with this
  * warpgroup's PV of it issued behind it (MATH = e4m3: both halves
- * published, then their PV, pv8_half), and the stage handed back
+ * published, then the tile's PV, pv8_tile), and the stage handed back
  * (BAR_KEMPTY).  P is rewritten only once WG1's PV of the last tile is
  * done with it (BAR_PEMPTY).  Leaves for the epilogue: O[:, 0:256] of
  * rows r0 and r0 + 8 in o_io, unnormalised; their reference maxima in
@@ -809,20 +809,17 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
         const float x_scale[2] = {tail ? 1.f : row_scale[0],
                                   tail ? 1.f : row_scale[1]};
         if constexpr (MATH_E4M3) {
-            /* both halves of P, then their PV (pv8_half waits for its
-             * steps: it adds each to O in f32) */
+            /* both halves of P, then the tile's PV (pv8_tile waits for
+             * its steps: it adds each chunk's to O in f32) */
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 softmax_p8_half(s, mu, x_scale, sp, r0, lane & 3, half);
                 proxy_fence();
                 bar_arrive(BAR_PFULL + half);
             }
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                pv8_half<true>(o, l4, alpha[0], alpha[1], alpha_s, dp,
-                               dones, vb, st * TILE_BYTES, lane & 3, half);
-                KDT_VA_PHASE(0, it, 5 + half);
-            }
+            pv8_tile<true>(o, l4, alpha[0], alpha[1], alpha_s, dp, dones,
+                           vb, st * TILE_BYTES, lane & 3);
+            KDT_VA_PHASE(0, it, 6);
         } else {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
@@ -850,8 +847,8 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
 /* Phase 2, WG1's side of the KV loop under MATH = e4m3, the loop below
  * (wg1_load_pv_loop) with e4m3 tiles: tile t+1's bytes by cp.async into
  * the stage WG0 handed back, published (BAR_KFULL) once they have
- * landed, after the first half's PV; each half's PV is O^T = V^T P^T
- * with V^T gathered from the tile's stage (pv8_half). */
+ * landed; then, both halves of P published, the tile's PV, O^T = V^T
+ * P^T with V^T gathered from the tile's stage (pv8_tile). */
 static __device__ __forceinline__ void
 wg1_load_pv8_loop(float (&o)[128], const va_block &b,
                   const uint8_t *__restrict__ kv,
@@ -896,8 +893,6 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
 
         bar_sync(BAR_PFULL);
         KDT_VA_PHASE(1, it, 3);
-        pv8_half<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
-                        st * TILE_BYTES, wtid & 3, 0);
         if (t + 1 < t1) {
             kdt_cp_async_wait<0>();
             proxy_fence();
@@ -906,8 +901,8 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
         KDT_VA_PHASE(1, it, 4);
         bar_sync(BAR_PFULL + 1);
         KDT_VA_PHASE(1, it, 5);
-        pv8_half<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
-                        st * TILE_BYTES, wtid & 3, 1);
+        pv8_tile<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
+                        st * TILE_BYTES, wtid & 3);
         KDT_VA_PHASE(1, it, 6);
         KDT_VA_PHASE(1, it, 7);
         bar_arrive(BAR_PEMPTY);

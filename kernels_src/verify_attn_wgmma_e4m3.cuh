@@ -35,7 +35,7 @@
  *    and rescaled like O.
  *  - Sums: the FP8 wgmma's accumulator holds 13 bits past its leading
  *    one, so a tile's P V and row sums start from zero and f32 adds
- *    them to O and the running sums (pv8_half).
+ *    them to O and the running sums (pv8_tile).
  */
 
 constexpr int Q8_PIECES = D_QK / 16;       /* 16-byte e4m3 pieces a row */
@@ -604,78 +604,74 @@ pv8_fold(float (&o)[128], float (&d)[32])
         o[32 * C + i] += d[i];
 }
 
-/* Chunk C of a half: its k32 step from zero into t, waited for, added
- * to o's chunk C. */
+/* Chunk C of the tile: its two k32 steps (the halves of 32 positions),
+ * the first from zero, into t, waited for, added to o's chunk C. */
 template <int C>
 static __device__ __forceinline__ void
-pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[4][4],
-          uint64_t db)
+pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[2][4][4],
+          uint64_t dp)
 {
     wg_fence(); /* t was read by the last chunk's sum */
-    wg_mma_pv8t(t, a[C], db);
+    wg_mma_pv8t(t, a[0][C], dp);
+    wg_mma_pv8t_acc(t, a[1][C], desc_add(dp, 32));
     wg_commit();
     wg_wait<0>();
     pv8_fold<C>(o, t);
 }
 
 /*
- * Phase 2c, MATH = e4m3: half `half` of the tile's P V, O^T += V^T P^T,
- * with this thread's V^T fragments from the stage `off` bytes past stage
- * 0 (vt8_bases `vb`) and P^T at `dp`; half 0 rescales O^T first
- * (alpha_s: every row's factor, published).  ROWSUM (WG0, which has
- * written both halves of P by then): in half 0 the tile's row sums too,
- * P times the ones at `dones`, added to l4 (rows r0 (a0) and r0 + 8
- * (a1), rescaled first).
+ * Phase 2c, MATH = e4m3: the tile's P V, O^T += V^T P^T, with this
+ * thread's V^T fragments (both halves) from the stage `off` bytes past
+ * stage 0 (vt8_bases `vb`) and P^T at `dp`, O^T rescaled first (alpha_s:
+ * every row's factor, published).  ROWSUM (WG0): the tile's row sums
+ * too, P times the ones at `dones`, added to l4 (rows r0 (a0) and r0 + 8
+ * (a1), rescaled first).  Both halves of P must be published.
  *
  * The FP8 wgmma adds in 13 bits past the leading one of its sum
  * (docs/contract.md section 3): an accumulator that carried across the
  * range would drop the late products beside the sum of the early ones
  * (at 32k positions a row sum came out 56% low on an H100).  So each
- * 64-dim chunk's k32 step starts from zero in a register tile, and f32
- * adds the tile to O^T once it is done; the row sums' two steps (64
- * weights of at most 256 each) start from zero a tile.  One register
- * tile, the chunks in turn: two of 32 taking turns left ptxas spilling
- * O itself (255 registers a thread beside O's 128 and a half's
- * fragments), and two of 16 (P's rows in halves, m64n32k32) measured
- * slower.  Returns with every wgmma done.
+ * 64-dim chunk of the tile takes its two k32 steps (64 weights of at
+ * most 256 each, the row sums' too) from zero in a register tile, and
+ * f32 adds the tile to O^T once it is done.  One register tile, the
+ * chunks in turn: two of 32 taking turns left ptxas spilling O itself
+ * (255 registers a thread beside O's 128 and the fragments), and two of
+ * 16 (P's rows in halves, m64n32k32) measured slower; a half at a time
+ * (a step per chunk and half, eight waits a tile) measured 1.02x this
+ * (median of 20 shapes).  Returns with every wgmma done.
  */
 template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_half(float (&o)[128], float (&l4)[4], float a0, float a1,
+pv8_tile(float (&o)[128], float (&l4)[4], float a0, float a1,
          const float *alpha_s, uint64_t dp, uint64_t dones,
-         const unsigned char *const (&vb)[4], int off, int q, int half)
+         const unsigned char *const (&vb)[4], int off, int q)
 {
-    if (half == 0) {
-        rescale8t(o, alpha_s, q);
-        if constexpr (ROWSUM) {
-            l4[0] *= a0;
-            l4[1] *= a0;
-            l4[2] *= a1;
-            l4[3] *= a1;
-        }
+    rescale8t(o, alpha_s, q);
+    if constexpr (ROWSUM) {
+        l4[0] *= a0;
+        l4[1] *= a0;
+        l4[2] *= a1;
+        l4[3] *= a1;
     }
-    uint32_t a[4][4];
-    vt8_gather(a, vb, off, half, q & 1);
-    const uint64_t db = desc_add(dp, 32 * half);
+    uint32_t a[2][4][4];
+    vt8_gather(a[0], vb, off, 0, q & 1);
+    vt8_gather(a[1], vb, off, 1, q & 1);
     float t[32], lt[4];
-    wg_fence(); /* chunk 0, with the row sums in its group */
-    wg_mma_pv8t(t, a[0], db);
-    if (ROWSUM && half == 0) {
+    if constexpr (ROWSUM) { /* in chunk 0's group */
+        wg_fence();
         wg_mma_rowsum8<0>(lt, dp, dones);
         wg_mma_rowsum8<1>(lt, desc_add(dp, 32), desc_add(dones, 32));
     }
-    wg_commit();
-    wg_wait<0>();
-    pv8_fold<0>(o, t);
-    if (ROWSUM && half == 0) {
+    pv8_chunk<0>(o, t, a, dp);
+    if constexpr (ROWSUM) {
         pin(lt);
 #pragma unroll
         for (int i = 0; i < 4; ++i)
             l4[i] += lt[i];
     }
-    pv8_chunk<1>(o, t, a, db);
-    pv8_chunk<2>(o, t, a, db);
-    pv8_chunk<3>(o, t, a, db);
+    pv8_chunk<1>(o, t, a, dp);
+    pv8_chunk<2>(o, t, a, dp);
+    pv8_chunk<3>(o, t, a, dp);
 }
 
 /* Phase 3a, MATH = e4m3: O^T's fragments to O's (o[4 j + 2 h + e] =

@@ -326,6 +326,20 @@ wg_mma_pv8t(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
+/* The same, d += A B (the second step of a sum begun by wg_mma_pv8t). */
+static __device__ __forceinline__ void
+wg_mma_pv8t_acc(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+        KDT_WG_D32_REGS
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        :
+        KDT_WG_D32_OUT(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
 /* D (64 x 8) = (ACC 0) or += (ACC 1) P times a tile of ones: every
  * column of a row is its row sum (of the e4m3 weights, as PV sees
  * them). */

@@ -67,7 +67,7 @@ va_after_bench(D_ &D, P_ &P, int splits, float scale, cudaStream_t st)
     CK(cudaStreamSynchronize(st));
     CK(cudaMemcpyFromSymbol(h, g_va, sizeof h));
     /* MATH = e4m3: WG0 writes both halves of P, then runs each half's
-     * PV to its end (pv8_half) */
+     * PV to its end (pv8_tile) */
     static const char *names[2][VA_POINTS] = {
         {"tile start", "tile published", "S done", "P free",
          "maxima, rescale", KDT_MATH ? "P, PV half 0" : "P half 0 + PV",
