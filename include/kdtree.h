@@ -334,11 +334,11 @@ typedef enum kdtree_attn_math {
      * chip, exactly (to f16, with the precision of bf16 or better:
      * docs/contract.md §3) */
     KDTREE_ATTN_MATH_BF16 = 0,
-    /* e4m3 operands, f32 running sums (on sm_90a each FP8 wgmma step
-     * adds in 13 bits, and the kernel restarts its sums every step:
-     * docs/contract.md §3): each query row quantized to e4m3 with a scale
-     * of its own, the softmax weights quantized for P V; an e4m3 cache
-     * only */
+    /* e4m3 operands, f32 running sums (an FP8 tensor-core step adds in
+     * 13 bits on sm_90a, and the kernels add in f32 sums of a few
+     * steps each: docs/contract.md §3): each query row quantized to
+     * e4m3 with a scale of its own, the softmax weights quantized for P
+     * V; an e4m3 cache only */
     KDTREE_ATTN_MATH_E4M3 = 1
 } kdtree_attn_math;
 

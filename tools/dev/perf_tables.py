@@ -336,6 +336,9 @@ def t_pt(runs):
 FP8_WG = "h100-verify_attn-fp8-sm_90a-7fe8b37.json"
 # MATH=e4m3 with its FP8 sums restarted every step (c681a62): PAGE 64 only
 FP8_SUMS = "h100-verify_attn-fp8-sums-sm_90a-c681a62.json"
+# The three arithmetics at both page sizes with fa3's baselines, c681a62's
+# MATH=e4m3 (6ee361f): fewer shapes than 7fe8b37's run
+FP8_PAGE = "h100-verify_attn-fp8-page-sm_90a-6ee361f.json"
 FP8_PT = "h100-verify_attn-fp8-sm_90-83cee79.json"
 E4M3 = re.compile(r" kv=e4m3 kv_scale=\S+ math=(\w+)$")
 
@@ -421,15 +424,15 @@ def t_fp8_pt_triton(runs):
 def t_fp8_page1(runs):
     x = []
     for math in ("bf16", "e4m3"):
-        p64 = shapes_of(runs, FP8_WG, math)
-        for c, (b1, e1) in shapes_of(runs, FP8_WG, math, 1).items():
+        p64 = shapes_of(runs, FP8_PAGE, math)
+        for c, (b1, e1) in shapes_of(runs, FP8_PAGE, math, 1).items():
             if c not in p64:
                 continue
             b64, e64 = p64[c]
             x.append(e1["us"] / e64["us"])
             if math == "bf16":  # the bf16 cache's row, once a shape
                 x.append(b1["us"] / b64["us"])
-    return FP8_WG, "%s at %d rows (H100)" % (span(x), len(x)), \
+    return FP8_PAGE, "%s at %d rows (H100)" % (span(x), len(x)), \
         verdict(v <= 1.05 for v in x)
 
 
