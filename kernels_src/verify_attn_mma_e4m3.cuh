@@ -442,16 +442,17 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
 
     /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
     {
-        /* the softmax's row, from a fresh thread index: kept from the
-         * prelude, it held a register through the loop */
-        const int row = softmax_row_of(fresh_tid());
+        /* mode b: the softmax's row from a fresh thread index (kept
+         * from the prelude, it held a register through mode b's loop,
+         * which ptxas then spilled on sm_120) */
+        const int row_e = MATH_E4M3 ? softmax_row_of(fresh_tid()) : row;
         float l = l_part;
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         if ((lane & 3) == 0) {
-            l_s[row] = l;
+            l_s[row_e] = l;
             /* mode a: l and the weights are 2^P16_SHIFT times the row's */
-            va_store_lse(p, b, b.m0 + row,
+            va_store_lse(p, b, b.m0 + row_e,
                          va_lse2(m_ref - (float)(MATH_E4M3 ? 0 : P16_SHIFT),
                                  l));
         }
