@@ -41,6 +41,20 @@
 # descriptors, missing waits, barriers and fences, ...) and fails unless
 # every one of them fails.
 #
+# --fp8-long: the FP8 arithmetic's sums over a long range.  With
+# EMU_FP8_ACC=13 (the emulator's FP8 MMA steps add as the FP8 wgmma of
+# sm_90a was measured to, tools/dev/emu/emu_types.h), each body of
+# BODIES over an e4m3 cache in FP8 arithmetic, H=8, one node, 32,768
+# positions unsplit, softmax scale 0.0722, cache scale 0.5 (the GPU
+# suite's e4m3_long_prefix): a body that carries its P V or row sums in
+# the tensor cores' accumulators across the range is out of the bound
+# (527757e's wgmma body and 6ee361f's mma.sync body: o off by 0.012 and
+# 0.013), one that restarts them is not (0.0003).  About four minutes a
+# body on one core.
+#
+# EMU_CASES, when set, replaces every shape's cases (SPLITS:SCALE:SEED:
+# past/nodes,...[@kv_scale], as in cases() below).
+#
 # It proves nothing about timing, and its memory model is stronger than
 # the GPU's (no reordering between barriers).  JOBS: parallel builds and
 # runs (default: the CPU count).
@@ -52,6 +66,12 @@ trap 'rm -rf "$tmp"' EXIT
 JOBS=${JOBS:-$(nproc)}
 MUTANTS=0
 if [ "${1:-}" = --mutants ]; then MUTANTS=1; QUICK=1; shift; fi
+if [ "${1:-}" = --fp8-long ]; then
+    shift
+    export EMU_FP8_ACC=13
+    EMU_CASES="1:0.0722:92:32768/1@0.5" SHAPES=8_1_1_e4m3_e4m3 QUICK=1
+    E4M3_BODIES=${BODIES:-mma wgmma}
+fi
 [ $# -gt 0 ] || set -- "$top/kernels_src/verify_attn.cu"
 VARIANTS=${VARIANTS:-lib}
 BODIES=${BODIES:-mma wgmma}
@@ -62,6 +82,7 @@ g++ -O1 -std=c++17 -w -c "$tmp/emu_rt.cc" -o "$tmp/emu_rt.o"
 # body shape -> its cases SPLITS:SCALE:SEED:past/nn,... (-S: S splits as
 # one cluster)
 cases() {
+    if [ -n "${EMU_CASES:-}" ]; then echo "$EMU_CASES"; return; fi
     case $1_$2 in
     mma_8_16_17) echo "1:0.0722:1:40/17 2:0.5:2:200/17,3/5 3:2.0:3:0/17,16/1,17/9 1:8.0:4:15/2 5:0.3:5:100/3";;
     mma_1_1_17) echo "1:0.0722:6:33/17 3:1.0:7:0/1,1/2,63/17 2:4.0:8:100/17";;

@@ -97,13 +97,19 @@ static inline bool emu_ptx_warp(emu_asm_state &s, const std::string &op, const s
         int l = emu_lane();
         for (int i = 0; i < 4; i++) {
             int row = l / 4 + 8 * (i / 2), col = 2 * (l % 4) + i % 2;
-            double acc = 0;
+            double prod[32];
             for (int k = 0; k < K; k++) {
                 emu_frag_pos pa = emu_frag_a(row, k, K, e), pb = emu_frag_b(k, col, K, e);
-                acc += emu_decode(fa, (sl[pa.lane][pa.reg] >> (bits * pa.sub)) & msk)
-                       * emu_decode(fb, (sl[pb.lane][4 + pb.reg] >> (bits * pb.sub)) & msk);
+                prod[k] = emu_decode(fa, (sl[pa.lane][pa.reg] >> (bits * pa.sub)) & msk)
+                          * emu_decode(fb, (sl[pb.lane][4 + pb.reg] >> (bits * pb.sub)) & msk);
             }
-            s.setf(d[i], (float)(acc + c[i]));
+            if (bits == 8) {
+                s.setf(d[i], emu_fp8_step(prod, K, c[i]));
+            } else {
+                double acc = 0;
+                for (int k = 0; k < K; k++) acc += prod[k];
+                s.setf(d[i], (float)(acc + c[i]));
+            }
         }
         return true;
     }

@@ -54,7 +54,8 @@
 // The accumulator fragment: thread (warp w of the warpgroup, lane l) holds
 // d[4 j + 2 h + e] = D[16 w + l / 4 + 8 h][8 j + 2 (l % 4) + e].
 // Sums are exact (double) and rounded once to f32: the tensor core's own
-// accumulation is less precise, so an error bound must not lean on this.
+// accumulation is less precise, so an error bound must not lean on this
+// (EMU_FP8_ACC=13 adds FP8 steps as the hardware does: emu_types.h).
 #pragma once
 
 struct emu_wg_op {
@@ -198,10 +199,17 @@ static inline void emu_wg_exec(const emu_wg_mine &mine, const emu_asm_state &s) 
     for (int j = 0; j < N / 8; j++)
         for (int h = 0; h < 2; h++)
             for (int e = 0; e < 2; e++) {
-                double acc = 0;
-                for (int k = 0; k < K; k++) acc += arow[h][k] * bcol[2 * j + e][k];
                 float *d = mine.d[4 * j + 2 * h + e];
-                *d = (float)(acc + (o.scale_d ? (double)*d : 0.0));
+                const double c = o.scale_d ? (double)*d : 0.0;
+                if (size == 1) {
+                    double prod[32];
+                    for (int k = 0; k < K; k++) prod[k] = arow[h][k] * bcol[2 * j + e][k];
+                    *d = emu_fp8_step(prod, K, c);
+                } else {
+                    double acc = 0;
+                    for (int k = 0; k < K; k++) acc += arow[h][k] * bcol[2 * j + e][k];
+                    *d = (float)(acc + c);
+                }
                 for (auto &r : emu_wg_regs) if (r.first == d) r.second = __float_as_uint(*d);
             }
 }
