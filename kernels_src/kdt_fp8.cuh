@@ -30,6 +30,15 @@ kdt_e4m3x4_to_f16x4(uint32_t &lo, uint32_t &hi, uint32_t x)
         : "=r"(lo), "=r"(hi) : "r"(x));
 }
 
+/* An f16x2 as two f32, exactly: lo from bits 0-15. */
+static __device__ __forceinline__ void
+kdt_f16x2_to_f32x2(float &lo, float &hi, uint32_t x)
+{
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2;"
+        " cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+        : "=f"(lo), "=f"(hi) : "r"(x));
+}
+
 /* The sum of the four e4m3 values of a word, in f32 and exact: each is a
  * multiple of 2^-9 below 2^9 (e4m3's subnormal step, and 448), so any
  * sum of up to 2^5 of them takes at most 23 significant bits. */
@@ -39,12 +48,8 @@ kdt_e4m3x4_sum(uint32_t x)
     uint32_t lo, hi;
     kdt_e4m3x4_to_f16x4(lo, hi, x);
     float a, b, c, d;
-    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2;"
-        " cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
-        : "=f"(a), "=f"(b) : "r"(lo));
-    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2;"
-        " cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
-        : "=f"(c), "=f"(d) : "r"(hi));
+    kdt_f16x2_to_f32x2(a, b, lo);
+    kdt_f16x2_to_f32x2(c, d, hi);
     return (a + b) + (c + d);
 }
 
