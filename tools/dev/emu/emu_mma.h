@@ -103,13 +103,7 @@ static inline bool emu_ptx_warp(emu_asm_state &s, const std::string &op, const s
                 prod[k] = emu_decode(fa, (sl[pa.lane][pa.reg] >> (bits * pa.sub)) & msk)
                           * emu_decode(fb, (sl[pb.lane][4 + pb.reg] >> (bits * pb.sub)) & msk);
             }
-            if (bits == 8) {
-                s.setf(d[i], emu_fp8_step(prod, K, c[i]));
-            } else {
-                double acc = 0;
-                for (int k = 0; k < K; k++) acc += prod[k];
-                s.setf(d[i], (float)(acc + c[i]));
-            }
+            s.setf(d[i], emu_mma_step(prod, K, c[i], bits == 8));
         }
         return true;
     }

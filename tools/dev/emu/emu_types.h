@@ -87,28 +87,27 @@ static inline uint32_t emu_encode(emu_fmt f, double x, bool satfinite) {
 static inline float emu_bf16(uint32_t h) { return __uint_as_float((h & 0xffffu) << 16); }
 static inline uint32_t emu_to_bf16(float f) { return emu_encode(EMU_BF16, f, false); }
 
-// One k-step of an MMA with 8-bit float operands: the products prod[0 ..
-// K-1] (exact in double) added to the accumulator c.  EMU_FP8_ACC=B
-// (docs/contract.md §3) adds as the FP8 wgmma of sm_90a was measured to
-// (B = 13; the FP8 mma.sync of sm_89 is reported to do the same): the
-// products and c aligned to the largest exponent among them, each cut
-// toward zero to B bits below it, then added.  Unset or 0: exact, rounded
-// once to f32 (what an error bound must not lean on).
+// One k-step of an MMA: the products prod[0 .. K-1] (exact in double)
+// added to the accumulator c, exactly and rounded once to f32 (what an
+// error bound must not lean on).  With 8-bit float operands (fp8) and
+// EMU_FP8_ACC=B (docs/contract.md §3), as the FP8 wgmma of sm_90a was
+// measured to add (B = 13; the FP8 mma.sync of sm_89 is reported to do
+// the same): the products and c aligned to the largest exponent among
+// them, each cut toward zero to B bits below it, then added.
 static inline int emu_fp8_acc_bits() {
     static const int b = [] { const char *e = getenv("EMU_FP8_ACC"); return e ? atoi(e) : 0; }();
     return b;
 }
-static inline float emu_fp8_step(const double *prod, int K, double c) {
-    const int bits = emu_fp8_acc_bits();
+static inline float emu_mma_step(const double *prod, int K, double c, bool fp8) {
+    const int bits = fp8 ? emu_fp8_acc_bits() : 0;
     double acc = 0;
     if (!bits) {
         for (int k = 0; k < K; k++) acc += prod[k];
         return (float)(acc + c);
     }
-    int e = INT_MIN;
-    if (c != 0) e = ilogb(c);
+    int e = c != 0 ? ilogb(c) : INT_MIN;
     for (int k = 0; k < K; k++)
-        if (prod[k] != 0 && ilogb(prod[k]) > e) e = ilogb(prod[k]);
+        if (prod[k] != 0) e = std::max(e, ilogb(prod[k]));
     if (e == INT_MIN) return (float)c; // all zero (c may be -0)
     const double q = ldexp(1.0, e - bits);
     acc = trunc(c / q) * q;

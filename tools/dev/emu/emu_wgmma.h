@@ -200,16 +200,9 @@ static inline void emu_wg_exec(const emu_wg_mine &mine, const emu_asm_state &s) 
         for (int h = 0; h < 2; h++)
             for (int e = 0; e < 2; e++) {
                 float *d = mine.d[4 * j + 2 * h + e];
-                const double c = o.scale_d ? (double)*d : 0.0;
-                if (size == 1) {
-                    double prod[32];
-                    for (int k = 0; k < K; k++) prod[k] = arow[h][k] * bcol[2 * j + e][k];
-                    *d = emu_fp8_step(prod, K, c);
-                } else {
-                    double acc = 0;
-                    for (int k = 0; k < K; k++) acc += arow[h][k] * bcol[2 * j + e][k];
-                    *d = (float)(acc + c);
-                }
+                double prod[32];
+                for (int k = 0; k < K; k++) prod[k] = arow[h][k] * bcol[2 * j + e][k];
+                *d = emu_mma_step(prod, K, o.scale_d ? (double)*d : 0.0, size == 1);
                 for (auto &r : emu_wg_regs) if (r.first == d) r.second = __float_as_uint(*d);
             }
 }
