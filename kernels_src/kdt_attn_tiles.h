@@ -225,8 +225,7 @@ typedef struct kdt_attn_wg_smem {
     } stages;
     /* P (bf16, or f16 over an e4m3 cache; 64 tokens: one swizzled
      * 64-column block; under MATH = e4m3, e4m3 bytes [64][64 B] under
-     * the 64-byte swizzle, and beside it the operand of ones that the
-     * row sums' wgmma multiplies P by), each row's rescale factor, the
+     * the 64-byte swizzle), each row's rescale factor, the
      * row sums for the epilogue, and, over an e4m3 cache, what each
      * row's logits are multiplied by to undo its Q row's scaling (the
      * power of two of f16 Q; max |q| / 448 of e4m3 Q) */
@@ -234,7 +233,6 @@ typedef struct kdt_attn_wg_smem {
         alignas(16) uint16_t p16[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
         struct {
             alignas(16) uint8_t p[KDT_ATTN_WG_BM][KDT_ATTN_WG_BN];
-            alignas(16) uint8_t ones[8][KDT_ATTN_WG_BN];
         } e4m3;
     } p;
     float alpha[KDT_ATTN_WG_BM];
@@ -256,8 +254,6 @@ static_assert(sizeof(((kdt_attn_wg_smem *)0)->q) == sizeof(kdt_attn_wg_qtile)
                   && sizeof(((kdt_attn_wg_smem *)0)->p) ==
                   sizeof(((kdt_attn_wg_smem *)0)->p.p16),
               "the e4m3 Q tile and P take no room of their own");
-static_assert(KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones) % 512 == 0,
-              "the ones start on a 64-byte swizzle pattern");
 static_assert(sizeof(kdt_attn_wg_qtile) % KDT_ATTN_WG_ALIGN == 0 &&
                   sizeof(kdt_attn_wg_kvtile) % KDT_ATTN_WG_ALIGN == 0,
               "swizzled tiles are whole 1024-byte patterns");

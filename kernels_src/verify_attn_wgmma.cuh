@@ -511,8 +511,8 @@ q_to_f16(unsigned char *smem, int tid)
  * e4m3 cache widened, kv8_store) into shared memory; padding rows of Q
  * and tokens past the KV's end are zero-filled; over an e4m3 cache, Q
  * then goes to f16 (q_to_f16).  Under MATH = e4m3 the bf16 Q tile lands
- * in the second stage and goes to e4m3 (q_to_e4m3), the first tile's
- * bytes land as they are, and WG0 writes the row sums' ones. */
+ * in the second stage and goes to e4m3 (q_to_e4m3), and the first tile's
+ * bytes land as they are. */
 static __device__ __forceinline__ void
 load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
                       unsigned char *smem, uint32_t sq, uint32_t sk, int tid,
@@ -559,8 +559,6 @@ load_q_and_first_tile(const kdt_verify_attn_params &p, const va_block &b,
     kdt_cp_async_commit();
     kdt_cp_async_wait<0>();
     if constexpr (MATH_E4M3) {
-        if (wg == 0)
-            ((uint32_t *)(smem + ONES_OFF))[wtid] = E4M3_ONES;
         __syncthreads(); /* every thread's Q pieces have landed */
         q_to_e4m3(smem, tid);
     } else if constexpr (KV_E4M3) {
@@ -723,21 +721,19 @@ regs_copy(float (&dst)[N], const float (&src)[N])
  * for. */
 static __device__ __forceinline__ void
 wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
-                 float (&l_part_io)[2], float (&l4_io)[4],
+                 float (&l_part_io)[2],
                  const uint32_t (&mask_words)[MASK_ROWS][TAIL_WORDS],
                  const kdt_verify_attn_params &p, const va_block &b,
                  const unsigned char *smem, uint64_t dq, uint64_t dk0,
-                 uint64_t dp, uint64_t dv0, uint64_t dones, uint32_t sp,
+                 uint64_t dp, uint64_t dv0, uint32_t sp,
                  uint32_t vcol, float *alpha_s, int r0, int c2, int wwarp,
                  int lane)
 {
     const int past = b.past, t0 = b.t0, t1 = b.t1;
-    float o[128], m_ref[2], l_part[2], l4[4];
+    float o[128], m_ref[2], l_part[2];
     regs_copy(o, o_io);
     regs_copy(m_ref, m_ref_io);
     regs_copy(l_part, l_part_io);
-    if constexpr (MATH_E4M3)
-        regs_copy(l4, l4_io);
     /* the cache's scale joins the logits' (docs/contract.md §3); written
      * out, not through a helper taking p, which cost the wgmma body its
      * global stores' address space (other SASS) */
@@ -813,12 +809,12 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
              * its steps: it adds each chunk's to O in f32) */
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                softmax_p8_half(s, mu, x_scale, sp, r0, lane & 3, half);
+                softmax_p8_half(s, mu, l_part, x_scale, sp, r0, lane & 3,
+                                half);
                 proxy_fence();
                 bar_arrive(BAR_PFULL + half);
             }
-            pv8_tile<true>(o, l4, alpha[0], alpha[1], alpha_s, dp, dones,
-                           vb, st * TILE_BYTES, lane & 3);
+            pv8_tile(o, alpha_s, dp, vb, st * TILE_BYTES, lane & 3);
             KDT_VA_PHASE(0, it, 6);
         } else {
 #pragma unroll
@@ -840,8 +836,6 @@ wg0_softmax_loop(float (&o_io)[128], float (&m_ref_io)[2],
     regs_copy(o_io, o);
     regs_copy(m_ref_io, m_ref);
     regs_copy(l_part_io, l_part);
-    if constexpr (MATH_E4M3)
-        regs_copy(l4_io, l4);
 }
 
 /* Phase 2, WG1's side of the KV loop under MATH = e4m3, the loop below
@@ -857,7 +851,6 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
                   const float *alpha_s, int wtid)
 {
     const int total = b.total, t0 = b.t0, t1 = b.t1;
-    float no_rowsum[4];
     int where[KV8B_PAGES]; /* one page a tile: of tile t+1, then of t+2 */
     int entry = -1;        /* else token wtid's entry of t+2, then of t+3 */
     const unsigned char *vb[4];
@@ -901,8 +894,7 @@ wg1_load_pv8_loop(float (&o)[128], const va_block &b,
         KDT_VA_PHASE(1, it, 4);
         bar_sync(BAR_PFULL + 1);
         KDT_VA_PHASE(1, it, 5);
-        pv8_tile<false>(o, no_rowsum, 1.f, 1.f, alpha_s, dp, 0, vb,
-                        st * TILE_BYTES, wtid & 3);
+        pv8_tile(o, alpha_s, dp, vb, st * TILE_BYTES, wtid & 3);
         KDT_VA_PHASE(1, it, 6);
         KDT_VA_PHASE(1, it, 7);
         bar_arrive(BAR_PEMPTY);
@@ -1199,24 +1191,22 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     /* WG0's softmax state of rows r0 and r0 + 8 (4 lanes share a row) */
     float m_ref[2] = {kdt_neg_inf(), kdt_neg_inf()};
     float l_part[2] = {0.f, 0.f};
-    float l4[4] = {0.f, 0.f, 0.f, 0.f}; /* MATH = e4m3: the row sums */
     /* V columns of this warpgroup: blocks 4 wg .. 4 wg + 3 of a tile */
     const uint32_t vcol = (uint32_t)(4 * wg * BLK_BYTES);
     /* operand descriptors: Q, P, and stage 0 of the ring as K and as V
-     * (MATH = e4m3: P is P^T's too; and the row sums' ones) */
+     * (MATH = e4m3: P is P^T's too) */
     const uint64_t dq = kmajor_desc(sq);
     const uint64_t dp = MATH_E4M3 ? sw64_desc(sp) : kmajor_desc(sp);
     const uint64_t dk0 = kmajor_desc(sk);
     const uint64_t dv0 = vmajor_desc(sk);
-    const uint64_t dones = sw64_desc(base + ONES_OFF);
 
     /* Phase 2, the KV loop, one function a warpgroup.  The wgmma below
      * sit on no branch but the loops' and this warpgroup choice: ptxas
      * serialises every wgmma of a kernel that has one on a path it cannot
      * prove warp-uniform (measured: 96 -> 141 us). */
     if (wg == 0)
-        wg0_softmax_loop(o, m_ref, l_part, l4, mask_words, p, b, smem, dq,
-                         dk0, dp, dv0, dones, sp, vcol, alpha_s, r0, c2,
+        wg0_softmax_loop(o, m_ref, l_part, mask_words, p, b, smem, dq,
+                         dk0, dp, dv0, sp, vcol, alpha_s, r0, c2,
                          wwarp, lane);
     else
         wg1_load_pv_loop(o, b, kv, bt, dp, dv0, sk, smem + K_OFF, vcol,
@@ -1241,14 +1231,9 @@ kdt_verify_attn(const kdt_verify_attn_params p)
     if (wg == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float l;
-            if constexpr (MATH_E4M3) {
-                l = l4[2 * h]; /* the rounded weights' sum, every lane's */
-            } else {
-                l = l_part[h];
-                l += __shfl_xor_sync(0xffffffffu, l, 1);
-                l += __shfl_xor_sync(0xffffffffu, l, 2);
-            }
+            float l = l_part[h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
             /* l, like O, is 2^P_SHIFT times the row's */
             lse2[h] = va_lse2(m_ref[h] - (float)P_SHIFT, l);
             if ((lane & 3) == 0) {

@@ -29,22 +29,20 @@
  *    k = 8 q + 2 a + e holds token 8 a + 2 q + e (p8_token), so that the
  *    8 weights a thread holds of a row in a half (tokens 8 a + 2 q + e,
  *    its quad column q) are 8 contiguous bytes, one 64-bit store.
- *  - The row sums the contract asks for (of the rounded weights) are one
- *    more wgmma a half on WG0, m64n8k32 of P against a tile of e4m3
- *    ones: every column of the 64 x 8 result is its row's sum, taken
- *    and rescaled like O.
+ *  - The row sums the contract asks for (of the rounded weights): WG0
+ *    adds the e4m3 bytes it stores in f32 on its CUDA cores
+ *    (kdt_e4m3x4_sum, exact), each lane its share of a row, rescaled
+ *    and added up across the quad as MATH = bf16's are.
  *  - Sums: the FP8 wgmma's accumulator holds 13 bits past its leading
- *    one, so a tile's P V and row sums start from zero and f32 adds
- *    them to O and the running sums (pv8_tile).
+ *    one, so a tile's P V starts from zero and f32 adds it to O
+ *    (pv8_tile).
  */
 
 constexpr int Q8_PIECES = D_QK / 16;       /* 16-byte e4m3 pieces a row */
 constexpr int V8_PIECES = D_V / 16;        /* of them V's */
 constexpr int K8_STEPS = D_QK / 32;        /* k32 steps of S = Q K^T */
-constexpr int ONES_OFF = KDT_OFFSETOF(kdt_attn_wg_smem, p.e4m3.ones);
 /* the bf16 Q tile's staging place: the second KV stage */
 constexpr int QSTAGE_OFF = K_OFF + TILE_BYTES;
-constexpr uint32_t E4M3_ONES = 0x38383838u; /* four e4m3 1.0 */
 
 static_assert(sizeof(kdt_attn_wg8_tile) == KDT_ATTN_WG8_KBLK * BN * 128 &&
                   BM == BN && Q8_PIECES == 36 && V8_PIECES == 32 &&
@@ -530,12 +528,12 @@ qk8_issue(float (&s)[32], uint64_t dq, uint64_t dk)
  * tokens 32 half + 8 a + 2 q + e (s[4 (4 half + a) + 2 h + e], q = this
  * lane's quad column) are its K positions 32 half + 8 q .. + 7, half a
  * 16-byte piece; lanes q and q ^ 1 trade halves so that each stores a
- * whole piece (even q row r0, odd q row r0 + 8).  No f32 row sum: the
- * row sums' wgmma adds the rounded weights. */
+ * whole piece (even q row r0, odd q row r0 + 8).  The rounded weights,
+ * as P V reads them, are added to l_part in f32. */
 static __device__ __forceinline__ void
 softmax_p8_half(const float (&s)[32], const float (&mu)[2],
-                const float (&x_scale)[2], uint32_t p8, int r0, int q,
-                int half)
+                float (&l_part)[2], const float (&x_scale)[2], uint32_t p8,
+                int r0, int q, int half)
 {
     uint32_t w[2][2];
 #pragma unroll
@@ -550,6 +548,7 @@ softmax_p8_half(const float (&s)[32], const float (&mu)[2],
                          -mu[h]));
         w[h][0] = kdt_e4m3x4_from_f32(p[0], p[1], p[2], p[3]);
         w[h][1] = kdt_e4m3x4_from_f32(p[4], p[5], p[6], p[7]);
+        l_part[h] += kdt_e4m3x4_sum(w[h][0]) + kdt_e4m3x4_sum(w[h][1]);
     }
     const bool odd = q & 1;
     const uint32_t y0 =
@@ -623,16 +622,14 @@ pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[2][4][4],
  * Phase 2c, MATH = e4m3: the tile's P V, O^T += V^T P^T, with this
  * thread's V^T fragments (both halves) from the stage `off` bytes past
  * stage 0 (vt8_bases `vb`) and P^T at `dp`, O^T rescaled first (alpha_s:
- * every row's factor, published).  ROWSUM (WG0): the tile's row sums
- * too, P times the ones at `dones`, added to l4 (rows r0 (a0) and r0 + 8
- * (a1), rescaled first).  Both halves of P must be published.
+ * every row's factor, published).  Both halves of P must be published.
  *
  * The FP8 wgmma adds in 13 bits past the leading one of its sum
  * (docs/contract.md section 3): an accumulator that carried across the
  * range would drop the late products beside the sum of the early ones
  * (at 32k positions a row sum came out 56% low on an H100).  So each
  * 64-dim chunk of the tile takes its two k32 steps (64 weights of at
- * most 256 each, the row sums' too) from zero in a register tile, and
+ * most 256 each) from zero in a register tile, and
  * f32 adds the tile to O^T once it is done.  One register tile, the
  * chunks in turn: two of 32 taking turns left ptxas spilling O itself
  * (255 registers a thread beside O's 128 and the fragments), and two of
@@ -640,35 +637,16 @@ pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[2][4][4],
  * (a step per chunk and half, eight waits a tile) measured 1.02x this
  * (median of 20 shapes).  Returns with every wgmma done.
  */
-template <bool ROWSUM>
 static __device__ __forceinline__ void
-pv8_tile(float (&o)[128], float (&l4)[4], float a0, float a1,
-         const float *alpha_s, uint64_t dp, uint64_t dones,
+pv8_tile(float (&o)[128], const float *alpha_s, uint64_t dp,
          const unsigned char *const (&vb)[4], int off, int q)
 {
     rescale8t(o, alpha_s, q);
-    if constexpr (ROWSUM) {
-        l4[0] *= a0;
-        l4[1] *= a0;
-        l4[2] *= a1;
-        l4[3] *= a1;
-    }
     uint32_t a[2][4][4];
     vt8_gather(a[0], vb, off, 0, q & 1);
     vt8_gather(a[1], vb, off, 1, q & 1);
-    float t[32], lt[4];
-    if constexpr (ROWSUM) { /* in chunk 0's group */
-        wg_fence();
-        wg_mma_rowsum8<0>(lt, dp, dones);
-        wg_mma_rowsum8<1>(lt, desc_add(dp, 32), desc_add(dones, 32));
-    }
+    float t[32];
     pv8_chunk<0>(o, t, a, dp);
-    if constexpr (ROWSUM) {
-        pin(lt);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            l4[i] += lt[i];
-    }
     pv8_chunk<1>(o, t, a, dp);
     pv8_chunk<2>(o, t, a, dp);
     pv8_chunk<3>(o, t, a, dp);

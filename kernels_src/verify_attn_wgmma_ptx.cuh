@@ -170,8 +170,8 @@ vmajor_desc(uint32_t addr)
 }
 
 /* Shared-memory matrix descriptor, 64-byte swizzle (layout type 2), K
- * major with 64-byte rows: 8-row groups 512 B apart.  The e4m3 P tile,
- * V^T and the ones of MATH = e4m3 (kdt_attn_tiles.h). */
+ * major with 64-byte rows: 8-row groups 512 B apart.  The e4m3 P tile
+ * of MATH = e4m3 (kdt_attn_tiles.h). */
 static __device__ __forceinline__ uint64_t
 sw64_desc(uint32_t addr)
 {
@@ -338,21 +338,6 @@ wg_mma_pv8t_acc(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
         :
         KDT_WG_D32_OUT(d)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-
-/* D (64 x 8) = (ACC 0) or += (ACC 1) P times a tile of ones: every
- * column of a row is its row sum (of the e4m3 weights, as PV sees
- * them). */
-template <int ACC>
-static __device__ __forceinline__ void
-wg_mma_rowsum8(float (&d)[4], uint64_t da, uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "l"(da), "l"(db), "n"(ACC));
 }
 
 /* Thread block clusters (a row tile's splits launched as one cluster of
