@@ -611,8 +611,8 @@ pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[2][4][4],
           uint64_t dp)
 {
     wg_fence(); /* t was read by the last chunk's sum */
-    wg_mma_pv8t(t, a[0][C], dp);
-    wg_mma_pv8t_acc(t, a[1][C], desc_add(dp, 32));
+    wg_mma_pv8t<0>(t, a[0][C], dp);
+    wg_mma_pv8t<1>(t, a[1][C], desc_add(dp, 32));
     wg_commit();
     wg_wait<0>();
     pv8_fold<C>(o, t);

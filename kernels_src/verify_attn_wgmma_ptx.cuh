@@ -308,36 +308,33 @@ wg_mma_qk8(float (&d)[32], uint64_t da, uint64_t db)
             : "l"(da), "l"(db));
 }
 
-/* O^T of one 64-dim chunk over one k32 step, d = V^T P^T (from zero:
- * d is written, not read): A (V^T) from this thread's registers (a[r],
- * byte b: row 16 w + g + 8 (r % 2), K position 4 q + b + 16 (r / 2) of
- * warp w, lane 4 g + q), B (P^T: P's rows are its N, K-major) from
- * shared memory. */
+/* O^T of one 64-dim chunk over one k32 step, d = V^T P^T for ACC 0 (d
+ * written, not read), d += V^T P^T for ACC 1: A (V^T) from this
+ * thread's registers (a[r], byte b: row 16 w + g + 8 (r % 2), K position
+ * 4 q + b + 16 (r / 2) of warp w, lane 4 g + q), B (P^T: P's rows are
+ * its N, K-major) from shared memory. */
+template <int ACC>
 static __device__ __forceinline__ void
 wg_mma_pv8t(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-        KDT_WG_D32_REGS
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        :
-        KDT_WG_D32_W(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-
-/* The same, d += A B (the second step of a sum begun by wg_mma_pv8t). */
-static __device__ __forceinline__ void
-wg_mma_pv8t_acc(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-        KDT_WG_D32_REGS
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        :
-        KDT_WG_D32_OUT(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+    if constexpr (ACC)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+            KDT_WG_D32_REGS
+            "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+            :
+            KDT_WG_D32_OUT(d)
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+            KDT_WG_D32_REGS
+            "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+            :
+            KDT_WG_D32_W(d)
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
 /* Thread block clusters (a row tile's splits launched as one cluster of
