@@ -332,14 +332,10 @@ def t_pt(runs):
 # An e4m3 cache (docs/contract.md §3's two arithmetics).  Their goals
 # are set on the H200; the runs that measured the current kernels are an
 # H100's, which the figure says: the wgmma body's three arithmetics at
-# both page sizes in one run, the portable body's in another.
-FP8_WG = "h100-verify_attn-fp8-sm_90a-7fe8b37.json"
-# MATH=e4m3 with its FP8 sums restarted every step (c681a62): PAGE 64 only
-FP8_SUMS = "h100-verify_attn-fp8-sums-sm_90a-c681a62.json"
-# The three arithmetics at both page sizes with fa3's baselines, c681a62's
-# MATH=e4m3 (6ee361f): fewer shapes than 7fe8b37's run
-FP8_PAGE = "h100-verify_attn-fp8-page-sm_90a-6ee361f.json"
-FP8_PT = "h100-verify_attn-fp8-sm_90-83cee79.json"
+# both page sizes with fa3's baselines in one run, the portable body's
+# beside FlashInfer's and SGLang's in another.
+FP8_WG = "h100-verify_attn-fp8-sm_90a-17bceb1.json"
+FP8_PT = "h100-verify_attn-fp8-sm_90-17bceb1.json"
 E4M3 = re.compile(r" kv=e4m3 kv_scale=\S+ math=(\w+)$")
 
 
@@ -388,15 +384,15 @@ def compute_bound(c):
 
 def t_fp8_b_peak(runs):
     x = [e["tflop_per_s"] for c, (_, e) in
-         shapes_of(runs, FP8_SUMS, "e4m3").items() if compute_bound(c)]
-    return FP8_SUMS, "%s TFLOP/s at %d shapes (H100)" % (
+         shapes_of(runs, FP8_WG, "e4m3").items() if compute_bound(c)]
+    return FP8_WG, "%s TFLOP/s at %d shapes (H100)" % (
         span(x, "%.0f", ""), len(x)), verdict(v >= 1100 for v in x)
 
 
 def t_fp8_b_speed(runs):
     x = [b["us"] / e["us"] for c, (b, e) in
-         shapes_of(runs, FP8_SUMS, "e4m3").items() if " rows=65" not in c]
-    return FP8_SUMS, "%s at %d shapes (H100)" % (span(x), len(x)), \
+         shapes_of(runs, FP8_WG, "e4m3").items() if " rows=65" not in c]
+    return FP8_WG, "%s at %d shapes (H100)" % (span(x), len(x)), \
         verdict(v >= 1.6 for v in x)
 
 
@@ -424,15 +420,15 @@ def t_fp8_pt_triton(runs):
 def t_fp8_page1(runs):
     x = []
     for math in ("bf16", "e4m3"):
-        p64 = shapes_of(runs, FP8_PAGE, math)
-        for c, (b1, e1) in shapes_of(runs, FP8_PAGE, math, 1).items():
+        p64 = shapes_of(runs, FP8_WG, math)
+        for c, (b1, e1) in shapes_of(runs, FP8_WG, math, 1).items():
             if c not in p64:
                 continue
             b64, e64 = p64[c]
             x.append(e1["us"] / e64["us"])
             if math == "bf16":  # the bf16 cache's row, once a shape
                 x.append(b1["us"] / b64["us"])
-    return FP8_PAGE, "%s at %d rows (H100)" % (span(x), len(x)), \
+    return FP8_WG, "%s at %d rows (H100)" % (span(x), len(x)), \
         verdict(v <= 1.05 for v in x)
 
 
