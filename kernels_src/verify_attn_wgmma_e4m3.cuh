@@ -629,8 +629,8 @@ pv8_chunk(float (&o)[128], float (&t)[32], const uint32_t (&a)[2][4][4],
  * range would drop the late products beside the sum of the early ones
  * (at 32k positions a row sum came out 56% low on an H100).  So each
  * 64-dim chunk of the tile takes its two k32 steps (64 weights of at
- * most 256 each) from zero in a register tile, and
- * f32 adds the tile to O^T once it is done.  One register tile, the
+ * most 256 each) from zero in a register tile, and f32 adds the tile to
+ * O^T once it is done.  One register tile, the
  * chunks in turn: two of 32 taking turns left ptxas spilling O itself
  * (255 registers a thread beside O's 128 and the fragments), and two of
  * 16 (P's rows in halves, m64n32k32) measured slower; a half at a time
