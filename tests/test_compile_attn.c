@@ -6,7 +6,7 @@
  *    (or a register spill turned error); the mma.sync body over an e4m3
  *    cache in both arithmetics for sm_89 (the oldest part it serves),
  *    sm_90 and sm_120; every sm_120 build without a register spill (its
- *    cubin's stack 0: what docs/contract.md asks of that part);
+ *    cubin's stack 0: docs/performance.md, the portable body's bounds);
  *  - the split rule and workspace size on a runtime that only pretends to
  *    be an H200 or an RTX PRO 6000 (no launch ever happens): a pure
  *    function of the shape and the device, the unsplit case needing none;
@@ -29,7 +29,7 @@
 #include "runtime/runtime.h"
 #include "kernels/verify_attn_splits.h"
 
-/* The sm_120 builds that spill today, each open in NOTES.md: the one-row
+/* The sm_120 builds that spill, each open in NOTES.md: the one-row
  * shape of a bf16 cache (16 bytes a thread with NVRTC 13.0).  Their
  * stack is printed, not asserted; every other build's must be 0. */
 static const char *const known_spill[] = {"H=1,PAGE=1,N_MAX=1"};
@@ -37,7 +37,7 @@ static const char *const known_spill[] = {"H=1,PAGE=1,N_MAX=1"};
 /* The kernel kdt_verify_attn of the build of verify_attn `shape` for
  * `arch` (compiled already: the cache's) holds nothing in local memory:
  * ptxas spilled no register.  sm_120 is asked for no spill at all
- * (docs/contract.md); the other targets' bodies are not. */
+ * (docs/performance.md); the other targets' bodies are not. */
 static void
 assert_no_spill(const char *arch, const char *shape)
 {
