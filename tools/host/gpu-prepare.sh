@@ -7,7 +7,11 @@
 #                       (configure needs both)
 #   DIR/wheels          cffi and pytest wheels with what they need, for
 #                       CPython 3.12 (the host's), when a package index is
-#                       reachable
+#                       reachable; with KDT_PREPARE_TRANSFORMERS=1 also
+#                       transformers and what it imports (the decoder's
+#                       reference model: its GPU tests and decode_bench),
+#                       numpy left out (the host has it; 17 MB of the
+#                       device tool's 64 MiB)
 #   DIR/env.sh          sourced (bash) on the host: points pkg-config, the
 #                       linker and Python at the above
 # and a release tarball, the pip wheel and gpu-host.sh in .xfer/.  DIR
@@ -40,6 +44,18 @@ if ! ls "$dir"/wheels/cffi-*.whl "$dir"/wheels/pytest-*.whl \
         -d "$dir/wheels" cffi pytest ||
         echo "gpu-prepare: no cffi or pytest wheels (no package index?);" \
              "the Python tests will not run on the host" >&2
+fi
+
+# transformers, on request: about 30 MB of wheels, so not by default.
+if [ "${KDT_PREPARE_TRANSFORMERS:-0}" = 1 ] &&
+    ! ls "$dir"/wheels/transformers-*.whl >/dev/null 2>&1; then
+    python3 -m pip download -q --only-binary=:all: \
+        --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 \
+        -d "$dir/wheels" transformers &&
+        rm -f "$dir"/wheels/numpy-*.whl ||
+        { echo "gpu-prepare: no transformers wheels" >&2; exit 1; }
 fi
 
 # env.sh finds everything relative to itself, so DIR may land anywhere.
