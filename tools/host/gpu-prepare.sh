@@ -10,8 +10,8 @@
 #                       reachable; with KDT_PREPARE_TRANSFORMERS=1 also
 #                       transformers and what it imports (the decoder's
 #                       reference model: its GPU tests and decode_bench),
-#                       numpy left out (the host has it; 17 MB of the
-#                       device tool's 64 MiB)
+#                       numpy left out (the host has it, and its 17 MB
+#                       would crowd the device tool's 64 MiB)
 #   DIR/env.sh          sourced (bash) on the host: points pkg-config, the
 #                       linker and Python at the above
 # and a release tarball, the pip wheel and gpu-host.sh in .xfer/.  DIR
@@ -36,12 +36,15 @@ done
 
 # Wheels for the host's Python, their dependencies resolved here for it
 # (the host has no index): cffi for the binding, pytest to run its tests.
-if ! ls "$dir"/wheels/cffi-*.whl "$dir"/wheels/pytest-*.whl \
-    >/dev/null 2>&1; then
+host_wheels() {
     python3 -m pip download -q --only-binary=:all: \
         --python-version 3.12 --implementation cp \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d "$dir/wheels" cffi pytest ||
+        -d "$dir/wheels" "$@"
+}
+if ! ls "$dir"/wheels/cffi-*.whl "$dir"/wheels/pytest-*.whl \
+    >/dev/null 2>&1; then
+    host_wheels cffi pytest ||
         echo "gpu-prepare: no cffi or pytest wheels (no package index?);" \
              "the Python tests will not run on the host" >&2
 fi
@@ -49,12 +52,7 @@ fi
 # transformers, on request: about 30 MB of wheels, so not by default.
 if [ "${KDT_PREPARE_TRANSFORMERS:-0}" = 1 ] &&
     ! ls "$dir"/wheels/transformers-*.whl >/dev/null 2>&1; then
-    python3 -m pip download -q --only-binary=:all: \
-        --python-version 3.12 --implementation cp \
-        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 \
-        -d "$dir/wheels" transformers &&
-        rm -f "$dir"/wheels/numpy-*.whl ||
+    host_wheels transformers && rm -f "$dir"/wheels/numpy-*.whl ||
         { echo "gpu-prepare: no transformers wheels" >&2; exit 1; }
 fi
 
