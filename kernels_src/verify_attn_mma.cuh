@@ -541,7 +541,16 @@ kdt_verify_attn(const kdt_verify_attn_params p)
         load_kv_tile(ldst, ltok, lcol, t0, b.total, kv, bt, bt_row);
     kdt_cp_async_commit();
     for (int t = t0; t < t1; ++t) {
+        /* unsigned on sm_120 and sm_121: ptxas then keeps the one-row
+         * build (H=1, N_MAX=1) over a bf16 cache out of local memory,
+         * where the signed index costs it 16 bytes a thread; signed
+         * below, where the unsigned one spills 16 bytes at most sm_90
+         * bf16 builds (NVRTC 13.0; sm_89 and sm_100 spill alike either way) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+        const unsigned it = (unsigned)(t - t0);
+#else
         const int it = t - t0;
+#endif
         kdt_cp_async_wait<0>(); /* this thread's part of tile t */
         __syncthreads();
         const uint32_t stage = ring + (it % NSTAGE) * STAGE_BYTES;
