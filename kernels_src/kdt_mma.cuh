@@ -75,6 +75,14 @@ kdt_ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
                  : "r"(addr));
 }
 
+/* The same as x2, each matrix transposed. */
+static __device__ __forceinline__ void
+kdt_ldmatrix_x2_trans(uint32_t r[2], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+
 /* c += a * b for one m16n8k16 tile: a is the 16x16 bf16 A fragment (4
  * registers), b0/b1 the 16x8 B fragment, c the 16x8 f32 accumulator. */
 static __device__ __forceinline__ void

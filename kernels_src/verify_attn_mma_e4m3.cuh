@@ -255,12 +255,12 @@ publish_p8(unsigned char *mybox, const float (&x)[NTN][2], float alpha,
 }
 
 /* Phase 2f, mode a: as pv_tile, with the V^T fragments widened to f16
- * (`vrow`: this lane's address; an ldmatrix.x4.trans covers one k16
- * step of two dm tiles).  A register of it holds tokens t, t + 1 (t = 2
- * (lane % 4), + 8 in the second matrix) at dims 2 g, 2 g + 1 (g = lane /
- * 4) as bytes (t, 2g), (t, 2g+1), (t+1, 2g), (t+1, 2g+1): permuted to
- * (t, 2g), (t+1, 2g) | (t, 2g+1), (t+1, 2g+1) it widens to the A
- * registers of fragment rows g (dim 2 g) and g + 8 (dim 2 g + 1). */
+ * (`vrow`: this lane's address; an ldmatrix.x2.trans, from lanes 0-15's,
+ * covers one k16 step of a dm tile).  A register of it holds tokens t,
+ * t + 1 (t = 2 (lane % 4), + 8 in the second matrix) at dims 2 g, 2 g + 1
+ * (g = lane / 4) as bytes (t, 2g), (t, 2g+1), (t+1, 2g), (t+1, 2g+1):
+ * permuted to (t, 2g), (t+1, 2g) | (t, 2g+1), (t+1, 2g+1) it widens to
+ * the A registers of fragment rows g (dim 2 g) and g + 8 (dim 2 g + 1). */
 static __device__ __forceinline__ void
 pv16_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
           int lane)
@@ -272,17 +272,19 @@ pv16_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
         p_fragments(pb, gbox, kk * 32 + lane);
 #pragma unroll
         for (int jp = 0; jp < NDM / 2; ++jp) {
-            /* (tokens 16 kk + 0-7, chunk 2 jp), (+ 8-15, 2 jp),
-             * (0-7, 2 jp + 1), (8-15, 2 jp + 1) of the warp's 8 chunks */
-            uint32_t r[4];
-            kdt_ldmatrix_x4_trans(r, vrow + 16 * kk * ROW8 + 32 * jp);
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
-                uint32_t va[4];
+                /* (tokens 16 kk + 0-7, chunk 2 jp + hh), (+ 8-15, the
+                 * same chunk) of the warp's 8: one chunk at a time (an
+                 * x4 of both held two registers more through the
+                 * widening, and NVRTC 13.2 spilled on sm_120) */
+                uint32_t r[2], va[4];
+                kdt_ldmatrix_x2_trans(r, vrow + 16 * kk * ROW8
+                                             + 16 * (2 * jp + hh));
                 kdt_e4m3x4_to_f16x4(va[0], va[1],
-                                    __byte_perm(r[2 * hh], 0, 0x3120));
+                                    __byte_perm(r[0], 0, 0x3120));
                 kdt_e4m3x4_to_f16x4(va[2], va[3],
-                                    __byte_perm(r[2 * hh + 1], 0, 0x3120));
+                                    __byte_perm(r[1], 0, 0x3120));
 #pragma unroll
                 for (int oc = 0; oc < 4; ++oc)
                     kdt_mma_f16(o[2 * jp + hh][oc], va, pb[oc].x, pb[oc].y);
@@ -324,6 +326,14 @@ pv8_tile(float (&o)[NDM][4][4], const unsigned char *gbox, uint32_t vrow,
                 o[dm][oc][e] += d[e];
         }
     }
+}
+
+/* Where tile t goes in the ring: stage t % NSTAGE8, by the tile's own
+ * index (t >= 0), so that the loop holds no count from its first tile. */
+static __device__ __forceinline__ uint32_t
+va_stage8(int t)
+{
+    return ((unsigned)t % NSTAGE8) * STAGE8;
 }
 
 /*
@@ -389,15 +399,14 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
 #pragma unroll
     for (int i = 0; i < AHEAD8; ++i) {
         if (t0 + i < t1)
-            load_kv_tile_at<ROW8>(ring + i * STAGE8, t0 + i, b.total, kv,
-                                  bt, bt_row);
+            load_kv_tile_at<ROW8>(ring + va_stage8(t0 + i), t0 + i, b.total,
+                                  kv, bt, bt_row);
         kdt_cp_async_commit();
     }
     for (int t = t0; t < t1; ++t) {
-        const int it = t - t0;
         kdt_cp_async_wait<AHEAD8 - 1>(); /* this thread's part of tile t */
         __syncthreads();
-        const uint32_t stage = ring + (it % NSTAGE8) * STAGE8;
+        const uint32_t stage = ring + va_stage8(t);
         float own[NHALF][2][2];
 #pragma unroll
         for (int h = 0; h < NHALF; ++h) {
@@ -414,7 +423,7 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
             if (h == 0) {
                 if (t + AHEAD8 < t1)
                     load_kv_tile_at<ROW8>(
-                        ring + ((it + AHEAD8) % NSTAGE8) * STAGE8, t + AHEAD8,
+                        ring + va_stage8(t + AHEAD8), t + AHEAD8,
                         b.total, kv, bt, bt_row);
                 kdt_cp_async_commit();
             }
@@ -442,10 +451,10 @@ va_mma_kv8(const kdt_verify_attn_params &p, unsigned char *smem)
 
     /* ---- Phase 3, the epilogue: row sums, LSE, normalised O --------- */
     {
-        /* mode b: the softmax's row from a fresh thread index (kept
-         * from the prelude, it held a register through mode b's loop,
-         * which ptxas then spilled on sm_120) */
-        const int row_e = MATH_E4M3 ? softmax_row_of(fresh_tid()) : row;
+        /* the softmax's row from a fresh thread index: kept from the
+         * prelude, it held a register through the loop, which ptxas
+         * then spilled on sm_120 */
+        const int row_e = softmax_row_of(fresh_tid());
         float l = l_part;
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
