@@ -12,9 +12,14 @@
    every other cache layer switched off so that each entry is written
    there);
 3. checks that the layer holds one entry and one alias per shape and
-   target, all from one NVRTC build, makes it world-readable (0755/0644,
-   as `make prebuilt-cache` does), and writes layer.json: the version,
-   the kdtree-jit version its keys name, that NVRTC build, and the pip
+   target, all from one NVRTC build; lists each kernel function that
+   spills registers to local memory (`kdtree-cache resources`: a stack
+   above 0) and fails if one is for a target of NO_SPILL (sm_120: the
+   portable body is asked for no spill there, docs/performance.md, and
+   the NVRTC the wheel pins may allocate otherwise than the one the
+   tests compile with); makes the layer world-readable (0755/0644, as
+   `make prebuilt-cache` does), and writes layer.json: the version, the
+   kdtree-jit version its keys name, that NVRTC build, and the pip
    requirement of the NVRTC wheel it came from; appends the list of
    entries, read back from the layer, to the staged README.md (the
    wheel's long description);
@@ -44,6 +49,9 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 NVRTC_WHEELS = ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12")
+# Targets whose entries must hold nothing in local memory (the wgmma
+# body's FP8 arithmetic on sm_90a spills by design: docs/performance.md).
+NO_SPILL = ("sm_120",)
 
 
 def read_shapes(path):
@@ -139,6 +147,28 @@ def populate(tool, layer, nvrtc, shapes, jobs):
     return time.time() - t0
 
 
+def spills(tool, layer):
+    """[(target, "KERNEL SHAPE TARGET FUNCTION: N bytes")] for each kernel
+    function of the layer's cubins whose stack (local memory a thread) is
+    not 0, from `kdtree-cache resources`."""
+    env = dict(os.environ, KDTREE_CACHE_PATH="",
+               KDTREE_CACHE_PREBUILT_DIR="")
+    p = subprocess.run([tool, "--dir", layer, "resources"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    text = p.stdout.decode()
+    if p.returncode:
+        raise SystemExit("build.py: kdtree-cache resources exited %d:\n%s"
+                         % (p.returncode, text))
+    out = []
+    for line in text.splitlines()[1:]:
+        # KEY KERNEL SHAPE TARGET FUNCTION REGS STACK SHARED PARAMS THREADS
+        f = line.split()
+        if len(f) == 10 and f[6].isdigit() and f[6] != "0":
+            out.append((f[3], "%s %s %s %s: %s bytes"
+                        % (f[1], f[2], f[3], f[4], f[6])))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tool", required=True,
@@ -177,6 +207,15 @@ def main():
             raise SystemExit("build.py: the layer holds %s; want %d entries "
                              "and as many aliases, from one NVRTC"
                              % (got, want))
+        spilled = spills(tool, layer)
+        for _, what in spilled:
+            print("build.py: spills (local memory a thread): %s" % what)
+        bad = [what for target, what in spilled if target in NO_SPILL]
+        if bad:
+            raise SystemExit("build.py: NVRTC %s spills registers on %s, "
+                             "which must not:\n  %s"
+                             % (got["nvrtc"][0], " ".join(NO_SPILL),
+                                "\n  ".join(bad)))
         for d, _, files in os.walk(layer):
             os.chmod(d, 0o755)
             for f in files:
