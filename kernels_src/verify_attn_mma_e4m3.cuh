@@ -249,8 +249,16 @@ publish_p8(unsigned char *mybox, const float (&x)[NTN][2], float alpha,
         make_uint2(kdt_e4m3x4_from_f32(x[0][0], x[0][1], x[1][0], x[1][1]),
                    kdt_e4m3x4_from_f32(x[2][0], x[2][1], x[3][0], x[3][1]));
     *(uint2 *)(mybox + lane * 8) = pw;
+    /* alpha's slot: from a fresh lane index on sm_120 and newer, where
+     * CUDA 12.9's NVRTC otherwise held its address across the KV loop and
+     * spilled it (8 bytes a thread at every H >= 2); from the lane below,
+     * where the fresh index is what sm_89's spills */
     if ((lane & 3) == 0)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+        ((float *)(mybox + P_ALPHA))[(fresh_tid() & 31) >> 2] = alpha;
+#else
         ((float *)(mybox + P_ALPHA))[lane >> 2] = alpha;
+#endif
     return pw;
 }
 
