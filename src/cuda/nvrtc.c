@@ -13,13 +13,13 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <limits.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "cuda/build_id.h"
 #include "cuda/cuda_api.h"
 #include "cuda/dl.h"
 #include "cuda/driver.h"
@@ -89,54 +89,6 @@ static const struct {
     SYM(get_error_string, "nvrtcGetErrorString"),
 };
 #undef SYM
-
-/* The GNU build id of the loaded object that holds `addr`: identifies the
- * exact build of NVRTC (two builds of one version can differ) without a
- * path, so keys stay equal across machines with the same toolkit. */
-struct build_id_search {
-    const void *addr;
-    char hex[41];
-};
-
-static int
-find_build_id(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct build_id_search *s = data;
-    int holds = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && (uintptr_t)s->addr >= lo &&
-            (uintptr_t)s->addr < lo + ph->p_memsz)
-            holds = 1;
-    }
-    if (!holds)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE)
-            continue;
-        const unsigned char *p =
-            (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        const unsigned char *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-            const unsigned char *name = p + sizeof *nh;
-            const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
-            if (desc + nh->n_descsz > end)
-                break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                memcmp(name, "GNU", 4) == 0) {
-                size_t n = nh->n_descsz > 20 ? 20 : nh->n_descsz;
-                for (size_t j = 0; j < n; j++)
-                    sprintf(s->hex + 2 * j, "%02x", desc[j]);
-                return 1;
-            }
-            p = desc + ((nh->n_descsz + 3) & ~3u);
-        }
-    }
-    return 1;
-}
 
 /* Binds the symbols of a loaded library; KDTREE_OK or
  * KDTREE_ERROR_NO_COMPILER with load_error saying why. */
@@ -305,10 +257,10 @@ load(void)
     }
     nv.get_supported_archs(nv.archs);
     nv.n_archs = n;
-    struct build_id_search s = {(const void *)nv.version, ""};
-    dl_iterate_phdr(find_build_id, &s);
+    char id[KDT_BUILD_ID_HEX];
+    kdt_build_id((const void *)nv.version, loaded_path, id);
     snprintf(nv.version_text, sizeof nv.version_text, "%d.%d build %s",
-             major, minor, s.hex[0] ? s.hex : "unknown");
+             major, minor, id[0] ? id : "unknown");
     nv.cuda_version = 1000 * major + 10 * minor;
     kdt_log(KDT_LOG_INFO,
             "NVRTC %s loaded from %s (%s; %d architectures, sm_%d..sm_%d)",
