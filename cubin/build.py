@@ -213,7 +213,9 @@ def main():
         bad = [what for target, what in spilled if target in NO_SPILL]
         if bad:
             raise SystemExit("build.py: NVRTC %s spills registers on %s, "
-                             "which must not:\n  %s"
+                             "which must not:\n  %s\n(another NVRTC "
+                             "allocates otherwise: CUDA 12.8's spills where "
+                             "12.9's does not; docs/cluster.md)"
                              % (got["nvrtc"][0], " ".join(NO_SPILL),
                                 "\n  ".join(bad)))
         for d, _, files in os.walk(layer):
