@@ -152,10 +152,8 @@ kdt_build_id_of_file(const char *path, char hex[KDT_BUILD_ID_HEX])
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    int found = file_notes(fd, hex);
+    int found = file_notes(fd, hex); /* hex is written only if found */
     close(fd);
-    if (!found)
-        hex[0] = '\0';
     return found;
 }
 
@@ -167,6 +165,5 @@ kdt_build_id(const void *addr, const char *path, char hex[KDT_BUILD_ID_HEX])
     dl_iterate_phdr(search_object, &s);
     if (s.found)
         return 1;
-    hex[0] = '\0';
     return path && path[0] ? kdt_build_id_of_file(path, hex) : 0;
 }
